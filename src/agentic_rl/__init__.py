@@ -1,0 +1,3 @@
+"""agentic-rl: train LLM agents with reinforcement learning."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,29 @@
+"""User-facing errors of agentic-rl.
+
+Every error a user can cause with a wrong input (config key, env id, model path, run directory)
+is an ``AgenticRLError``; the CLI prints its message as one line and exits with status 2
+instead of a traceback.
+"""
+
+
+class AgenticRLError(Exception):
+    """Base class of errors caused by user input; the message names the offending item."""
+
+
+class ConfigError(AgenticRLError):
+    """A config file, key or value is wrong (the message names the key and the file)."""
+
+
+class UnknownEnvError(AgenticRLError, KeyError):
+    """An environment id is not registered (the message lists the registered ids)."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ModelNotFoundError(AgenticRLError):
+    """A model path does not exist or holds no loadable model."""
+
+
+class RunDirError(AgenticRLError):
+    """A run directory is missing or holds no checkpoint to resume from."""

@@ -1,0 +1,280 @@
+"""Write a run's ``report.html``: one self-contained HTML file with plots and tables.
+
+Inputs, all in the run directory (each optional; a missing or empty one shows "no data"):
+
+* ``metrics.jsonl``: one JSON object per line with ``phase`` (``warmup``, ``rl`` or ``eval``),
+  ``step`` and namespaced numeric metrics (``rollout/reward/<component>``,
+  ``rollout/reward_total``, ``train/loss``, ``train/kl``, ``eval/success/<level>``, ...). Eval
+  rows also carry a ``tag`` (``base``, ``warmup``, ``rl-step-10``, ``final``). Lines that do not
+  parse are skipped; metrics the report does not know are ignored.
+* ``config.toml``: the resolved config, shown verbatim.
+* ``summary.json``: a JSON object shown as a key/value table.
+
+Plots are PNGs rendered with matplotlib's Agg canvas (no pyplot, no global backend switch)
+and embedded as base64 ``data:`` URIs, so the file needs no external assets. All text taken
+from the inputs is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+logger = logging.getLogger(__name__)
+
+Row = dict[str, Any]
+NO_DATA = '<p class="nodata">no data</p>'
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; }
+img { max-width: 100%; } .nodata { color: #888; font-style: italic; }
+table { border-collapse: collapse; margin: .5em 0; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
+"""
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float, or None when it is not a number (bools count as 0/1)."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def load_metrics(path: Path) -> list[Row]:
+    """Read a ``metrics.jsonl`` file; a missing file gives [], bad lines are skipped.
+
+    Raises:
+        OSError: the file exists but cannot be read.
+    """
+    if not path.is_file():
+        return []
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                logger.warning("%s:%d: skipping a line that is not JSON", path, number)
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+    return rows
+
+
+def _series(rows: list[Row], key: str) -> tuple[list[float], list[float]]:
+    """(steps, values) of ``key`` over ``rows`` that have both a numeric step and value."""
+    xs, ys = [], []
+    for i, row in enumerate(rows):
+        y = _number(row.get(key))
+        if y is None:
+            continue
+        x = _number(row.get("step"))
+        xs.append(float(i) if x is None else x)
+        ys.append(y)
+    return xs, ys
+
+
+def _keys_with_prefix(rows: list[Row], prefix: str) -> list[str]:
+    """Numeric-valued keys of ``rows`` that start with ``prefix``, in first-seen order."""
+    found = {
+        k: None for row in rows for k, v in row.items()
+        if k.startswith(prefix) and _number(v) is not None
+    }
+    return list(found)
+
+
+def _png(fig: Figure) -> str:
+    """Render ``fig`` as an ``<img>`` tag holding a base64 PNG."""
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="plot" src="data:image/png;base64,{data}">'
+
+
+def _line_panels(panels: list[tuple[str, list[Row], list[str]]], xlabel: str) -> str:
+    """One subplot per (title, rows, keys) panel that has data; NO_DATA when none has."""
+    drawn = []
+    for title, rows, keys in panels:
+        lines = [(key, _series(rows, key)) for key in keys]
+        lines = [(key, xy) for key, xy in lines if xy[1]]
+        if lines:
+            drawn.append((title, lines))
+    if not drawn:
+        return NO_DATA
+    fig = Figure(figsize=(5.5 * len(drawn), 3.8))
+    axes = fig.subplots(1, len(drawn), squeeze=False)[0]
+    for ax, (title, lines) in zip(axes, drawn):
+        for key, (xs, ys) in lines:
+            ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=key)
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if len(lines) > 1:
+            ax.legend(fontsize="small")
+    return _png(fig)
+
+
+def _eval_label(row: Row, index: int) -> str:
+    tag = row.get("tag")
+    if tag is not None:
+        return str(tag)
+    step = row.get("step")
+    return f"#{index}" if step is None else f"step {step}"
+
+
+def _eval_plot(evals: list[Row]) -> str:
+    """Held-out success per eval row (file order, tag as tick label): overall + per level."""
+    keys = ["eval/success"] + _keys_with_prefix(evals, "eval/success/")
+    fig, drew = Figure(figsize=(9, 4)), False
+    ax = fig.subplots()
+    for key in keys:
+        points = [(i, _number(r.get(key))) for i, r in enumerate(evals)]
+        points = [(i, y) for i, y in points if y is not None]
+        if points:
+            drew = True
+            ax.plot(*zip(*points), marker="o", label="overall" if key == "eval/success"
+                    else key.removeprefix("eval/success/"),
+                    linewidth=2.5 if key == "eval/success" else 1.2)
+    if not drew:
+        return NO_DATA
+    ax.set_xticks(range(len(evals)), [_eval_label(r, i) for i, r in enumerate(evals)],
+                  rotation=30, ha="right")
+    ax.set_ylabel("success rate")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title("held-out success")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    return _png(fig)
+
+
+def _format(value: Any) -> str:
+    """A table cell: ints as is, floats to 3 decimals, other values as (escaped) JSON text."""
+    if value is None:
+        return "–"
+    if isinstance(value, str):
+        return html.escape(value)
+    if isinstance(value, (bool, int)):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) and abs(value) >= 1e4 else f"{value:.3f}"
+    return html.escape(json.dumps(value))
+
+
+def _table(header: list[str], body: list[list[str]]) -> str:
+    """An HTML table; ``header`` is escaped here, ``body`` cells must be escaped already."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in body)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def _eval_table(evals: list[Row]) -> str:
+    """Every eval row: tag, step, overall success, success per level, tool calls."""
+    if not evals:
+        return NO_DATA
+    levels = _keys_with_prefix(evals, "eval/success/")
+    cols = ["eval/success", *levels, "eval/tool_calls"]
+    header = ["tag", "step", "success", *(k.removeprefix("eval/success/") for k in levels),
+              "tool calls"]
+    body = [
+        [html.escape(_eval_label(r, i)), _format(r.get("step")), *(_format(r.get(c)) for c in cols)]
+        for i, r in enumerate(evals)
+    ]
+    return _table(header, body)
+
+
+def _summary_section(path: Path) -> str:
+    if not path.is_file():
+        return NO_DATA
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        return f'<p class="nodata">unreadable summary.json: {html.escape(str(exc))}</p>'
+    if not isinstance(summary, dict) or not summary:
+        return NO_DATA
+    body = [[html.escape(str(k)), _format(v)] for k, v in summary.items()]
+    return _table(["key", "value"], body)
+
+
+def _config_section(path: Path) -> str:
+    if not path.is_file():
+        return NO_DATA
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return f"<pre>{html.escape(text)}</pre>" if text.strip() else NO_DATA
+
+
+def render_report(run_dir: Path) -> str:
+    """Return the report of ``run_dir`` as an HTML string (see the module docstring).
+
+    Raises:
+        OSError: an input file exists but cannot be read.
+    """
+    run_dir = Path(run_dir)
+    rows = load_metrics(run_dir / "metrics.jsonl")
+    by_phase: dict[str, list[Row]] = {"warmup": [], "rl": [], "eval": []}
+    for row in rows:
+        if row.get("phase") in by_phase:
+            by_phase[row["phase"]].append(row)
+    warmup, rl, evals = by_phase["warmup"], by_phase["rl"], by_phase["eval"]
+    rewards = ["rollout/reward_total", *_keys_with_prefix(rl, "rollout/reward/")]
+    sections = [
+        ("Summary", _summary_section(run_dir / "summary.json")),
+        ("Held-out evaluation", _eval_plot(evals) + _eval_table(evals) if evals else NO_DATA),
+        ("RL reward components", _line_panels([("reward per component", rl, rewards)], "RL step")),
+        ("Loss", _line_panels([("warm-up loss", warmup, ["train/loss"]),
+                               ("RL loss", rl, ["train/loss"])], "step")),
+        ("KL, clip fraction, entropy", _line_panels(
+            [(k.removeprefix("train/"), rl, [k])
+             for k in ("train/kl", "train/clip_fraction", "train/entropy")], "RL step")),
+        ("Rollouts", _line_panels(
+            [(k.removeprefix("rollout/"), rl, [k])
+             for k in ("rollout/success", "rollout/turns", "rollout/tool_calls")], "RL step")),
+        ("Throughput", _line_panels(
+            [(k.removeprefix("perf/"), rl, [k])
+             for k in ("perf/step_time_s", "perf/tokens_per_s")], "RL step")),
+        ("Config", _config_section(run_dir / "config.toml")),
+    ]
+    title = html.escape(f"agentic-rl report: {run_dir.resolve().name}")
+    body = "\n".join(f"<h2>{html.escape(name)}</h2>\n{content}" for name, content in sections)
+    counts = html.escape(f"{len(warmup)} warm-up, {len(rl)} RL and {len(evals)} eval rows")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f"<style>{_CSS}</style></head>\n<body><h1>{title}</h1><p>{counts} in metrics.jsonl</p>"
+        f"\n{body}\n</body></html>\n"
+    )
+
+
+def write_report(run_dir: Path) -> Path:
+    """Write ``run_dir/report.html`` (atomically, via a temporary file) and return its path.
+
+    Missing or empty inputs become "no data" sections; unknown metrics are ignored.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` does not exist.
+        OSError: an input cannot be read or the report cannot be written.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory not found: {run_dir}")
+    out = run_dir / "report.html"
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(render_report(run_dir), encoding="utf-8")
+    os.replace(tmp, out)
+    return out

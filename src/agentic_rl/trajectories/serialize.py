@@ -1,0 +1,207 @@
+"""Convert a ``Trajectory`` to a plain JSON record and back, exactly.
+
+A record is a flat ``dict`` of JSON types (str, int, float, bool, None, list, dict). It holds
+every field of the trajectory, nested turns, actions, tool calls, tool call errors, tool
+results and observations included, plus ``"schema_version"``. Enums are stored as their value
+(``StopReason.MAX_TURNS`` -> ``"max_turns"``) and tuples as lists. Extra keys (run, step,
+phase, advantage, ...) sit at the top level next to the trajectory fields so that tools such as
+DuckDB or pandas can filter on them without unpacking anything.
+
+Round trip: ``trajectory_from_record(json.loads(json.dumps(trajectory_to_record(t)))) == t``
+for any trajectory whose ``info`` dicts and tool arguments hold JSON types (a tuple stored in
+an ``info`` dict comes back as a list).
+
+Record layout (schema version 1)::
+
+    {"schema_version": 1, "env_id": str, "seed": int, "group_id": str,
+     "trajectory_id": str, "messages": [{"role", "content"}], "turns": [turn],
+     "token_ids": [int], "loss_mask": [int], "logprobs": [float], "stop_reason": str,
+     "reward": float | null, "reward_components": {str: float}, "info": {...}, **extra}
+
+    turn = {"index", "action": {"text", "tool_calls": [{"name", "arguments", "raw", "id"}],
+            "tool_call_errors": [{"raw", "message"}]},
+            "observation": {"messages": [...], "tools": [{...}]} | null, "reward",
+            "tool_results": [{"call_id", "name", "content", "ok"}],
+            "token_ids", "loss_mask", "logprobs", "info"}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentic_rl.types import (
+    Action,
+    Message,
+    Observation,
+    StopReason,
+    ToolCall,
+    ToolCallError,
+    ToolResult,
+    Trajectory,
+    Turn,
+)
+
+SCHEMA_VERSION = 1
+
+# Top-level keys owned by the trajectory; extra keys may not reuse them.
+TRAJECTORY_KEYS = frozenset(
+    {
+        "schema_version",
+        "env_id",
+        "seed",
+        "group_id",
+        "trajectory_id",
+        "messages",
+        "turns",
+        "token_ids",
+        "loss_mask",
+        "logprobs",
+        "stop_reason",
+        "reward",
+        "reward_components",
+        "info",
+    }
+)
+
+
+def _messages_to_list(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def _observation_to_dict(obs: Observation | None) -> dict[str, Any] | None:
+    if obs is None:
+        return None
+    return {"messages": _messages_to_list(obs.messages), "tools": [dict(t) for t in obs.tools]}
+
+
+def _turn_to_dict(turn: Turn) -> dict[str, Any]:
+    action = turn.action
+    return {
+        "index": turn.index,
+        "action": {
+            "text": action.text,
+            "tool_calls": [
+                {"name": c.name, "arguments": dict(c.arguments), "raw": c.raw, "id": c.id}
+                for c in action.tool_calls
+            ],
+            "tool_call_errors": [
+                {"raw": e.raw, "message": e.message} for e in action.tool_call_errors
+            ],
+        },
+        "observation": _observation_to_dict(turn.observation),
+        "reward": turn.reward,
+        "tool_results": [
+            {"call_id": r.call_id, "name": r.name, "content": r.content, "ok": r.ok}
+            for r in turn.tool_results
+        ],
+        "token_ids": list(turn.token_ids),
+        "loss_mask": list(turn.loss_mask),
+        "logprobs": list(turn.logprobs),
+        "info": dict(turn.info),
+    }
+
+
+def trajectory_to_record(traj: Trajectory, **extra: Any) -> dict[str, Any]:
+    """Return ``traj`` as a JSON-serialisable dict, with ``extra`` keys merged at the top.
+
+    Args:
+        traj: the trajectory to convert.
+        **extra: metadata stored next to the trajectory fields, e.g. ``run``, ``step``,
+            ``phase``, ``advantage``. Values must be JSON-serialisable.
+
+    Raises:
+        ValueError: an ``extra`` key collides with a trajectory field (e.g. ``reward``).
+    """
+    clash = sorted(TRAJECTORY_KEYS.intersection(extra))
+    if clash:
+        raise ValueError(f"extra keys collide with trajectory fields: {clash}")
+    record: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "env_id": traj.env_id,
+        "seed": traj.seed,
+        "group_id": traj.group_id,
+        "trajectory_id": traj.trajectory_id,
+        "messages": _messages_to_list(traj.messages),
+        "turns": [_turn_to_dict(t) for t in traj.turns],
+        "token_ids": list(traj.token_ids),
+        "loss_mask": list(traj.loss_mask),
+        "logprobs": list(traj.logprobs),
+        "stop_reason": StopReason(traj.stop_reason).value,
+        "reward": traj.reward,
+        "reward_components": dict(traj.reward_components),
+        "info": dict(traj.info),
+    }
+    record.update(extra)
+    return record
+
+
+def _messages_from_list(items: list[dict[str, Any]]) -> tuple[Message, ...]:
+    return tuple(Message(role=m["role"], content=m["content"]) for m in items)
+
+
+def _observation_from_dict(d: dict[str, Any] | None) -> Observation | None:
+    if d is None:
+        return None
+    return Observation(
+        messages=_messages_from_list(d["messages"]), tools=tuple(d.get("tools", ()))
+    )
+
+
+def _turn_from_dict(d: dict[str, Any]) -> Turn:
+    a = d["action"]
+    action = Action(
+        text=a["text"],
+        tool_calls=tuple(
+            ToolCall(name=c["name"], arguments=c["arguments"], raw=c["raw"], id=c["id"])
+            for c in a["tool_calls"]
+        ),
+        tool_call_errors=tuple(
+            ToolCallError(raw=e["raw"], message=e["message"]) for e in a["tool_call_errors"]
+        ),
+    )
+    return Turn(
+        index=d["index"],
+        action=action,
+        observation=_observation_from_dict(d["observation"]),
+        reward=d["reward"],
+        tool_results=tuple(
+            ToolResult(call_id=r["call_id"], name=r["name"], content=r["content"], ok=r["ok"])
+            for r in d["tool_results"]
+        ),
+        token_ids=tuple(d["token_ids"]),
+        loss_mask=tuple(d["loss_mask"]),
+        logprobs=tuple(float(x) for x in d["logprobs"]),
+        info=d["info"],
+    )
+
+
+def trajectory_from_record(record: dict[str, Any]) -> Trajectory:
+    """Rebuild the ``Trajectory`` stored in ``record``; extra top-level keys are ignored.
+
+    Raises:
+        ValueError: ``schema_version`` is missing or unknown, a required field is missing,
+            or ``stop_reason`` is not a ``StopReason`` value.
+    """
+    version = record.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ValueError(
+            f"unknown trajectory schema_version {version!r} (this code reads {SCHEMA_VERSION})"
+        )
+    try:
+        return Trajectory(
+            env_id=record["env_id"],
+            seed=record["seed"],
+            group_id=record["group_id"],
+            trajectory_id=record["trajectory_id"],
+            messages=_messages_from_list(record["messages"]),
+            turns=tuple(_turn_from_dict(t) for t in record["turns"]),
+            token_ids=tuple(record["token_ids"]),
+            loss_mask=tuple(record["loss_mask"]),
+            logprobs=tuple(float(x) for x in record["logprobs"]),
+            stop_reason=StopReason(record["stop_reason"]),
+            reward=record["reward"],
+            reward_components=record["reward_components"],
+            info=record["info"],
+        )
+    except KeyError as exc:
+        raise ValueError(f"trajectory record is missing field {exc.args[0]!r}") from exc

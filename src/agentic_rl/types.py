@@ -1,0 +1,215 @@
+"""Typed, frozen data that flows between the layers of agentic-rl.
+
+The data flow is: task -> ``Env.reset`` -> context builder -> ``Policy.generate`` -> tool-call
+parser -> ``Env.step`` -> ``Turn`` -> ``Trajectory`` -> rubric -> advantages -> loss.
+
+Token-level fields follow one convention everywhere (see DESIGN.md, decision 1): a trajectory
+holds one flat list of token ids, the exact ids the policy was fed and sampled, with a parallel
+``loss_mask`` (1 = sampled by the policy, 0 = template, tool or environment text) and
+``logprobs`` (log-probability of the token under the sampling policy for sampled tokens, 0.0
+elsewhere). Nothing downstream re-tokenizes decoded text.
+
+This module imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class StopReason(str, enum.Enum):
+    """Why an episode ended.
+
+    ``ANSWERED``/``TERMINATED`` are terminations (the task ended); ``MAX_TURNS``,
+    ``MAX_TOKENS`` and ``CONTEXT_FULL`` are truncations (a budget ran out); ``ERROR`` marks an
+    episode that failed for an infrastructure reason and must be excluded from training.
+    """
+
+    TERMINATED = "terminated"
+    MAX_TURNS = "max_turns"
+    MAX_TOKENS = "max_tokens"
+    CONTEXT_FULL = "context_full"
+    ERROR = "error"
+
+    @property
+    def truncated(self) -> bool:
+        """True when a budget, not the task, ended the episode."""
+        return self in (StopReason.MAX_TURNS, StopReason.MAX_TOKENS, StopReason.CONTEXT_FULL)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call parsed from an assistant message.
+
+    Attributes:
+        name: tool name as written by the model.
+        arguments: decoded JSON object of arguments.
+        raw: the exact text of the call between the tags (for audit and viewers).
+        id: position-based id, unique within the episode (``call_<turn>_<index>``).
+    """
+
+    name: str
+    arguments: dict[str, Any]
+    raw: str = ""
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class ToolCallError:
+    """A tool call the parser could not accept (malformed JSON, missing name, bad arguments).
+
+    It becomes an error observation for the model, never an exception.
+    """
+
+    raw: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The outcome of one tool call, as shown to the policy.
+
+    Attributes:
+        call_id: id of the ``ToolCall`` it answers ("" for parser errors).
+        name: tool name ("" when unknown).
+        content: text shown to the model.
+        ok: False when the call failed (unknown tool, bad arguments, tool raised).
+    """
+
+    call_id: str
+    name: str
+    content: str
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message (``role`` in system, user, assistant, tool)."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the environment shows the policy after ``reset`` or ``step``.
+
+    Attributes:
+        messages: new messages to append to the conversation (on reset: system and task).
+        tools: JSON schemas of the tools available (set on reset; empty means unchanged).
+    """
+
+    messages: tuple[Message, ...]
+    tools: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Action:
+    """What the policy did in one turn: its text and the tool calls parsed from it.
+
+    Attributes:
+        text: the assistant message text (decoded sampled tokens, end-of-turn token removed).
+        tool_calls: calls the parser accepted, in order.
+        tool_call_errors: calls the parser rejected, in order.
+    """
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_errors: tuple[ToolCallError, ...] = ()
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One policy turn and the environment's answer to it.
+
+    Token fields cover the span this turn appended to the trajectory's token list: first the
+    context tokens fed before sampling (``loss_mask`` 0), then the sampled tokens (``loss_mask``
+    1). Shapes: ``token_ids``, ``loss_mask`` and ``logprobs`` all have the same length.
+
+    Attributes:
+        index: 0-based turn number.
+        action: the parsed action.
+        observation: what the env answered (None after the last turn).
+        reward: the env's per-step reward for this turn.
+        tool_results: results of the turn's tool calls, in order.
+        token_ids, loss_mask, logprobs: this turn's span of the token stream.
+        info: env ``info`` dict of this step (JSON-serialisable).
+    """
+
+    index: int
+    action: Action
+    observation: Observation | None
+    reward: float
+    tool_results: tuple[ToolResult, ...]
+    token_ids: tuple[int, ...]
+    loss_mask: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_generated_tokens(self) -> int:
+        """Number of tokens sampled by the policy in this turn."""
+        return sum(self.loss_mask)
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One episode: the turns, the exact token stream, and the scored reward.
+
+    ``token_ids``/``loss_mask``/``logprobs`` are the concatenation of the turns' spans plus any
+    trailing environment tokens; length T each.
+
+    Attributes:
+        env_id: registered id of the env, e.g. ``calculator-v0``.
+        seed: seed passed to ``reset`` (same seed ⇒ same task).
+        group_id: id shared by the G rollouts of one task.
+        trajectory_id: unique id.
+        messages: the whole conversation as messages (system, task, assistant, tool, ...).
+        turns: the policy turns.
+        token_ids, loss_mask, logprobs: flat token stream, length T each.
+        stop_reason: why the episode ended.
+        reward: total scored reward (None until scored).
+        reward_components: named component values (unweighted) from the rubric.
+        info: free metadata (task level, answer, failure message, ...).
+    """
+
+    env_id: str
+    seed: int
+    group_id: str
+    trajectory_id: str
+    messages: tuple[Message, ...]
+    turns: tuple[Turn, ...]
+    token_ids: tuple[int, ...]
+    loss_mask: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    stop_reason: StopReason
+    reward: float | None = None
+    reward_components: dict[str, float] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def terminated(self) -> bool:
+        """True when the task ended the episode (not a budget)."""
+        return self.stop_reason == StopReason.TERMINATED
+
+    @property
+    def truncated(self) -> bool:
+        """True when a budget ended the episode."""
+        return self.stop_reason.truncated
+
+    @property
+    def failed(self) -> bool:
+        """True when the episode must be excluded from training (infra or reward error)."""
+        return self.stop_reason == StopReason.ERROR or "failure" in self.info
+
+    @property
+    def num_generated_tokens(self) -> int:
+        """Total tokens sampled by the policy."""
+        return sum(self.loss_mask)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """All accepted tool calls, in order."""
+        return tuple(c for t in self.turns for c in t.action.tool_calls)

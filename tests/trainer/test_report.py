@@ -1,0 +1,116 @@
+"""Tests for trainer.report.write_report on a synthetic run directory."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import pytest
+
+from agentic_rl.trainer.report import load_metrics, write_report
+
+LEVELS = ("easy", "medium", "hard")
+COMPONENTS = ("correct_answer", "tool_call_format", "tool_calls", "tokens")
+
+
+def _metrics_rows() -> list[dict]:
+    rows: list[dict] = [{"phase": "eval", "step": 0, "tag": "base", "eval/success": 0.125,
+                         **{f"eval/success/{lv}": 0.25 / (i + 1) for i, lv in enumerate(LEVELS)},
+                         "eval/reward/correct_answer": 0.1, "eval/tool_calls": 0.5}]
+    rows += [{"phase": "warmup", "step": s, "train/loss": 2.0 / (s + 1)} for s in range(5)]
+    rows.append({"phase": "eval", "step": 5, "tag": "warmup", "eval/success": 0.375,
+                 "eval/success/easy": 0.5, "eval/success/medium": 0.375,
+                 "eval/success/hard": 0.25, "eval/tool_calls": 1.25})
+    for s in range(1, 11):
+        rows.append({
+            "phase": "rl", "step": s, "rollout/reward_total": 0.1 * s,
+            **{f"rollout/reward/{c}": 0.01 * s * (j + 1) for j, c in enumerate(COMPONENTS)},
+            "rollout/success": 0.05 * s, "rollout/turns": 2.0, "rollout/tool_calls": 1.0,
+            "train/loss": 0.5 - 0.01 * s, "train/kl": 0.001 * s, "train/clip_fraction": 0.1,
+            "train/entropy": 1.5, "perf/step_time_s": 3.0, "perf/tokens_per_s": 900.0,
+            "some/unknown_metric": 7, "text/not_numeric": "ignored",
+        })
+    rows.append({"phase": "eval", "step": 10, "tag": "final", "eval/success": 0.6875,
+                 "eval/success/easy": 0.875, "eval/success/medium": 0.625,
+                 "eval/success/hard": 0.5625, "eval/tool_calls": 1.5})
+    return rows
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    d = tmp_path / "run-<1>"
+    d.mkdir()
+    lines = [json.dumps(r) for r in _metrics_rows()]
+    (d / "metrics.jsonl").write_text("\n".join(lines) + "\n{\"phase\": \"rl\", \"ste")
+    (d / "config.toml").write_text('[run]\nname = "<script>alert(1)</script> & co"\n')
+    (d / "summary.json").write_text(json.dumps({"final_success": 0.6875, "note": "a<b",
+                                                "levels": ["easy", "hard"]}))
+    return d
+
+
+def _images(text: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([^"]+)"', text)]
+
+
+def test_report_is_self_contained_with_plots_and_tables(run_dir):
+    out = write_report(run_dir)
+    assert out == run_dir / "report.html" and out.is_file()
+    assert not (run_dir / "report.html.tmp").exists()
+    text = out.read_text(encoding="utf-8")
+    images = _images(text)
+    # eval success, reward components, losses, kl/clip/entropy, rollouts, throughput
+    assert len(images) == 6
+    assert all(img.startswith(b"\x89PNG\r\n\x1a\n") for img in images)
+    assert "no data" not in text
+    assert not re.search(r'(src|href)="(?!data:)', text)  # no external assets
+    # Eval table: one row per eval tag with overall and per-level success.
+    for cells in (["base", "0", "0.125", "0.250", "0.125", "0.083", "0.500"],
+                  ["warmup", "5", "0.375", "0.500", "0.375", "0.250", "1.250"],
+                  ["final", "10", "0.688", "0.875", "0.625", "0.562", "1.500"]):
+        assert "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>" in text
+    assert "<th>easy</th><th>medium</th><th>hard</th>" in text  # first-seen order
+    # Config verbatim but escaped; summary table escaped.
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; co" in text
+    assert "<script>" not in text
+    assert "<td>final_success</td><td>0.688</td>" in text
+    assert "<td>a&lt;b</td>" in text and "run-&lt;1&gt;" in text
+
+
+def test_empty_run_dir_shows_no_data(tmp_path):
+    text = write_report(tmp_path).read_text()
+    assert _images(text) == []
+    assert text.count("no data") == 8  # every section
+
+
+def test_empty_files_and_missing_keys_do_not_crash(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text(
+        "\n".join([
+            "",
+            "not json",
+            "[1, 2]",
+            json.dumps({"phase": "rl", "step": 1}),  # no metrics at all
+            json.dumps({"phase": "rl", "rollout/reward_total": 1.0}),  # no step
+            json.dumps({"phase": "eval", "eval/tool_calls": 1.0}),  # no tag, no success
+            json.dumps({"phase": "other", "train/loss": 1.0}),
+            json.dumps({"step": 3, "train/loss": 1.0}),  # no phase
+        ]) + "\n"
+    )
+    (tmp_path / "config.toml").write_text("")
+    (tmp_path / "summary.json").write_text("{not json")
+    text = write_report(tmp_path).read_text()
+    assert len(_images(text)) == 1  # only the reward plot has data
+    assert "unreadable summary.json" in text
+    assert "<td>#0</td>" in text  # eval row without tag or step still listed
+
+
+def test_load_metrics_skips_bad_lines(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    assert load_metrics(path) == []
+    path.write_text('{"step": 1}\n\nbroken\n{"step": 2}\n{"st')
+    assert load_metrics(path) == [{"step": 1}, {"step": 2}]
+
+
+def test_missing_run_dir_raises(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        write_report(tmp_path / "nope")

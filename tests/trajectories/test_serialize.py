@@ -1,0 +1,64 @@
+"""Round-trip tests for trajectory_to_record / trajectory_from_record."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentic_rl.trajectories import SCHEMA_VERSION, trajectory_from_record, trajectory_to_record
+from agentic_rl.types import StopReason
+
+
+def test_round_trip_through_json_is_exact(make_trajectory):
+    traj = make_trajectory()
+    record = trajectory_to_record(traj)
+    back = trajectory_from_record(json.loads(json.dumps(record)))
+    assert back == traj
+    # Nested types are rebuilt, not left as dicts/lists.
+    assert isinstance(back.turns, tuple) and isinstance(back.turns[0].action.tool_calls, tuple)
+    assert back.turns[0].action.tool_call_errors[0].message == "Expecting value"
+    assert back.turns[0].observation.tools[0]["name"] == "calculator"
+    assert back.turns[1].observation is None
+    assert back.stop_reason is StopReason.TERMINATED
+
+
+@pytest.mark.parametrize("reason", list(StopReason))
+def test_every_stop_reason_and_none_reward_round_trip(make_trajectory, reason):
+    traj = make_trajectory(reward=None, stop_reason=reason)
+    assert trajectory_from_record(json.loads(json.dumps(trajectory_to_record(traj)))) == traj
+
+
+def test_record_layout_and_extra_keys(make_trajectory):
+    record = trajectory_to_record(make_trajectory(), run="r1", step=3, phase="rl", advantage=0.5)
+    assert record["schema_version"] == SCHEMA_VERSION == 1
+    assert record["stop_reason"] == "terminated"  # enum stored as its value
+    assert (record["run"], record["step"], record["phase"], record["advantage"]) == (
+        "r1", 3, "rl", 0.5)
+    assert record["turns"][0]["action"]["tool_calls"][0]["id"] == "call_0_0"
+    json.dumps(record, allow_nan=False)  # strictly JSON-serialisable
+    # Extra keys are ignored when reading back.
+    assert trajectory_from_record(record) == make_trajectory()
+
+
+def test_extra_key_colliding_with_field_raises(make_trajectory):
+    with pytest.raises(ValueError, match="reward"):
+        trajectory_to_record(make_trajectory(), reward=3.0)
+
+
+@pytest.mark.parametrize("version", [None, 0, 2, "1"])
+def test_unknown_schema_version_raises(make_trajectory, version):
+    record = trajectory_to_record(make_trajectory())
+    if version is None:
+        del record["schema_version"]
+    else:
+        record["schema_version"] = version
+    with pytest.raises(ValueError, match="schema_version"):
+        trajectory_from_record(record)
+
+
+def test_missing_field_raises_value_error(make_trajectory):
+    record = trajectory_to_record(make_trajectory())
+    del record["turns"][0]["action"]["text"]
+    with pytest.raises(ValueError, match="text"):
+        trajectory_from_record(record)
