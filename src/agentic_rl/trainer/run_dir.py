@@ -1,0 +1,86 @@
+"""The run directory: ``runs/<name>/`` with config, metrics, trajectories, checkpoints, report.
+
+* ``config.toml``: the resolved config.
+* ``metrics.jsonl``: one JSON object per line: ``{"phase": "warmup"|"rl"|"eval", "step": …,
+  "rl_step": …, <namespaced metrics>}``.
+* ``trajectories.jsonl``: every trajectory (token ids, loss mask, logprobs, messages, reward
+  components, advantage, stop reason), append-only and crash-safe
+  (:class:`~agentic_rl.trajectories.TrajectoryStore`).
+* ``checkpoints/``, ``final_model/`` (a HF model directory), ``summary.json``, ``report.html``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from agentic_rl.trajectories import TrajectoryStore
+
+
+def new_run_dir(output_dir: str, name: str) -> Path:
+    """Create ``output_dir/name`` (or ``name-2``, ``name-3``… if taken) and return it."""
+    root = Path(output_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    candidate, k = root / name, 1
+    while True:
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            k += 1
+            candidate = root / f"{name}-{k}"
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class MetricsLog:
+    """Append-only JSONL metrics file (each row flushed and fsynced)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write(self, row: dict[str, Any]) -> None:
+        """Append one row (non-finite floats are written as null)."""
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def rows(self) -> list[dict[str, Any]]:
+        """All complete rows (a torn last line is skipped)."""
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+
+def _after(row: dict[str, Any], rl_step: int) -> bool:
+    return row.get("phase") in ("rl", "eval") and int(row.get("rl_step", 0)) > rl_step or row.get("tag") == "final"
+
+
+def truncate_after(run_dir: Path, rl_step: int) -> None:
+    """Drop metric rows and trajectories logged after RL step ``rl_step`` (before a resume)."""
+    metrics = MetricsLog(run_dir / "metrics.jsonl")
+    kept = [r for r in metrics.rows() if not _after(r, rl_step)]
+    tmp = run_dir / "metrics.jsonl.tmp"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+    os.replace(tmp, metrics.path)
+    path = run_dir / "trajectories.jsonl"
+    if path.exists():
+        records = [r for r in TrajectoryStore(path).read() if not _after(r, rl_step)]
+        tmp = run_dir / "trajectories.jsonl.tmp"
+        tmp.unlink(missing_ok=True)
+        TrajectoryStore(tmp).append(records)
+        os.replace(tmp, path)
