@@ -105,7 +105,7 @@ def test_calculator_tool_schema_and_call():
     schema = calculator.schema()
     assert schema["name"] == "calculator"
     assert schema["description"] == (
-        "Evaluate an arithmetic expression with + - * / // % ** and parentheses."
+        "Evaluate an arithmetic expression (+ - * / ** and parentheses)."
     )
     assert schema["parameters"]["required"] == ["expression"]
     assert schema["parameters"]["properties"]["expression"]["type"] == "string"

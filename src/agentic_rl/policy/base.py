@@ -37,11 +37,14 @@ class GenerationRequest:
         context_ids: the exact token ids fed to the model (length L >= 1).
         max_new_tokens: most tokens to sample for this request.
         episode_index: index of the episode in the rollout batch (scripted policies use it).
+        cache_key: id unique to the episode; a policy may keep the episode's KV cache under it
+            between turns (None: no reuse).
     """
 
     context_ids: Sequence[int]
     max_new_tokens: int
     episode_index: int = 0
+    cache_key: str | None = None
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ class _Episode:
     messages: list[Message] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     span_start: int = 0
+    key: str = field(default_factory=lambda: uuid.uuid4().hex)
     stop: StopReason | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -113,7 +114,10 @@ def run_episodes(
     while live := [i for i, ep in enumerate(episodes) if ep.stop is None]:
         requests = [
             GenerationRequest(
-                episodes[i].ids, min(config.max_new_tokens, config.max_total_tokens - len(episodes[i].ids)), i
+                episodes[i].ids,
+                min(config.max_new_tokens, config.max_total_tokens - len(episodes[i].ids)),
+                episode_index=i,
+                cache_key=episodes[i].key,
             )
             for i in live
         ]
@@ -188,7 +192,7 @@ def _finish(ep: _Episode, seconds: float) -> Trajectory:
         env_id=ep.env.env_id,
         seed=ep.seed,
         group_id=ep.group_id,
-        trajectory_id=uuid.uuid4().hex,
+        trajectory_id=ep.key,
         messages=tuple(ep.messages),
         turns=tuple(ep.turns),
         token_ids=tuple(ep.ids),

@@ -180,10 +180,10 @@ def evaluate_arithmetic(expression: str) -> int | float:
 
 @tool
 def calculator(expression: str) -> str:
-    """Evaluate an arithmetic expression with + - * / // % ** and parentheses.
+    """Evaluate an arithmetic expression (+ - * / ** and parentheses).
 
     Args:
-        expression: the expression, e.g. (2+3)*4. Numbers only: no variables or functions.
+        expression: e.g. (2+3)*4
 
     Returns:
         The result as a string, e.g. "20" or "3.5".

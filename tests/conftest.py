@@ -1,0 +1,70 @@
+"""Shared fixtures: the default model's tokenizer and a tiny random Llama for fast trainer tests.
+
+``model_dir``/``tokenizer``/``chat`` load only the tokenizer of the converted SmolLM2-135M
+checkpoint (the conversion runs once per machine, ~40 s). ``tiny_model_dir`` is a 2-layer,
+32-wide random Llama with SmolLM2's tokenizer and vocabulary (49,152 ids): it loads real
+weights through the normal code path, but in well under a second, so trainer tests stay light.
+Tests that load the real 135M weights are marked ``slow``.
+
+Torch runs one CPU thread by default here (``OMP_NUM_THREADS=1``, inherited by the CLI
+subprocesses): the tiny model's ops are so small that a second thread only adds contention
+(measured: 50x slower decoding on a busy 2-core machine). Set ``OMP_NUM_THREADS`` to more for
+the ``slow`` tests on an idle machine.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def model_dir():
+    from agentic_rl.policy.model_loading import resolve_model_dir
+
+    return resolve_model_dir("default")
+
+
+@pytest.fixture(scope="session")
+def tokenizer(model_dir):
+    from agentic_rl.policy.model_loading import load_tokenizer
+
+    return load_tokenizer(model_dir)
+
+
+@pytest.fixture(scope="session")
+def chat(tokenizer):
+    from agentic_rl.policy.chat import ChatFormat
+
+    return ChatFormat(tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, tokenizer):
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    out = tmp_path_factory.mktemp("tiny-llama")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

@@ -1,0 +1,165 @@
+"""The ``agentic-rl`` command line, run as a subprocess.
+
+User errors (wrong key, env id, model path, config file, run directory) must print exactly one
+line ``error: …`` naming the culprit on stderr and exit with status 2, without a traceback, and
+before any model weights load. The subprocess commands are started together (they spend most
+of their time importing torch) and their results shared by the tests; a few more cases call
+:func:`agentic_rl.cli.main` in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+NOT_A_RUN_DIR = "not-a-run"
+
+COMMANDS = {
+    "bogus_key": ["train", "--set", "algorithm.bogus=1"],
+    "unknown_env": ["train", "--set", "env.id=nope-v0", "--set", "output_dir=out-env"],
+    "bad_model": ["train", "--set", "model.path=/nonexistent/x", "--set", "output_dir=out-model"],
+    "missing_config": ["train", "--config", "/nonexistent.toml"],
+    "missing_resume": ["train", "--resume", "/nonexistent"],
+    "envs": ["envs"],
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("cli")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
+    procs = {
+        name: subprocess.Popen([sys.executable, "-m", "agentic_rl.cli", *args], cwd=cwd, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, args in COMMANDS.items()
+    }
+    out = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=300)
+        out[name] = (proc.returncode, stdout, stderr)
+    out["cwd"] = cwd
+    return out
+
+
+def _one_error_line(result) -> str:
+    rc, _stdout, stderr = result
+    assert rc == 2, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_unknown_config_key(results):
+    line = _one_error_line(results["bogus_key"])
+    assert "'algorithm.bogus'" in line and "--set" in line
+
+
+def test_unknown_env_id(results):
+    line = _one_error_line(results["unknown_env"])
+    assert "'nope-v0'" in line and "calculator-v0" in line
+
+
+def test_missing_model_path(results):
+    assert _one_error_line(results["bad_model"]) == "error: model path not found: /nonexistent/x"
+
+
+def test_missing_config_file(results):
+    assert _one_error_line(results["missing_config"]) == "error: config file not found: /nonexistent.toml"
+
+
+def test_missing_resume_dir(results):
+    assert _one_error_line(results["missing_resume"]) == "error: run directory not found: /nonexistent"
+
+
+def test_envs_lists_calculator(results):
+    rc, stdout, stderr = results["envs"]
+    assert rc == 0, stderr
+    assert stdout.split()[0] == "calculator-v0"
+    assert "calculator tool" in stdout
+
+
+def test_config_errors_create_no_run_directory(results):
+    assert not (results["cwd"] / "runs").exists()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="src bug: trainer/recipe.py train() creates the run directory (new_run_dir + config.toml) "
+    "before setup() checks env.id and model.path, so every mistyped id/path leaves an empty run "
+    "directory behind (runs/<name>, <name>-2, ...)",
+)
+def test_env_and_model_errors_create_no_run_directory(results):
+    assert not (results["cwd"] / "out-env").exists()
+    assert not (results["cwd"] / "out-model").exists()
+
+
+# -- in-process ------------------------------------------------------------------------------
+
+def _main(args, capsys):
+    from agentic_rl.cli import main
+
+    rc = main(args)
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def test_out_of_range_value(capsys):
+    line = _one_error_line(_main(["train", "--set", "algorithm.steps=0"], capsys))
+    assert "'algorithm.steps' must be > 0" in line
+
+
+def test_resume_from_a_directory_that_is_not_a_run(tmp_path, capsys):
+    (tmp_path / NOT_A_RUN_DIR).mkdir()
+    line = _one_error_line(_main(["train", "--resume", str(tmp_path / NOT_A_RUN_DIR)], capsys))
+    assert "not a run directory" in line and NOT_A_RUN_DIR in line
+
+
+def test_resume_from_a_run_without_checkpoint(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.toml").write_text("")
+    line = _one_error_line(_main(["train", "--resume", str(tmp_path / "run")], capsys))
+    assert "no checkpoint to resume from" in line
+
+
+def test_no_command_is_a_usage_error(capsys):
+    from agentic_rl.cli import main
+
+    with pytest.raises(SystemExit) as exc_info:
+        main([])
+    assert exc_info.value.code == 2 and "usage:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "override, culprit",
+    [
+        ("env.id=nope-v0", "nope-v0"),
+        ("model.path=/nonexistent/x", "/nonexistent/x"),
+        pytest.param("env.kwargs={levels=['calculus']}", "calculus", marks=pytest.mark.xfail(
+            strict=True, raises=ValueError,
+            reason="src bug: recipe.setup() calls make(env.id, **env.kwargs) 'to fail fast on wrong kwargs' but "
+            "the env's ValueError/TypeError is not an AgenticRLError, so the CLI prints a traceback (exit 1)")),
+        pytest.param("env.kwargs={colour='red'}", "colour", marks=pytest.mark.xfail(
+            strict=True, raises=TypeError, reason="src bug: as above, for an unknown env kwarg (TypeError)")),
+        pytest.param("warmup.env_kwargs={levels=['calculus']}", "calculus", marks=pytest.mark.xfail(
+            strict=True, raises=AssertionError,
+            reason="src bug: warmup.env_kwargs are never checked up front; a wrong value fails only in "
+            "warmup(), after the model loaded and the base evaluation ran, with a traceback")),
+    ],
+)
+def test_user_errors_are_raised_before_any_weights_load(override, culprit, tmp_path, capsys, monkeypatch):
+    """setup() checks the env id/kwargs and resolves the model path before loading anything."""
+    import agentic_rl.trainer.recipe as recipe
+
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("model or tokenizer loaded before the user error was reported")
+
+    monkeypatch.setattr(recipe, "load_model", must_not_load)
+    monkeypatch.setattr(recipe, "load_tokenizer", must_not_load)
+    rc, out, err = _main(["train", "--set", override, "--set", f"output_dir='{tmp_path}'"], capsys)
+    line = _one_error_line((rc, out, err))
+    assert culprit in line

@@ -1,0 +1,223 @@
+"""Typed TOML config: defaults, validation errors naming key and file, --set overrides, round trip."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentic_rl.config import (
+    AlgorithmConfig,
+    EnvConfig,
+    ModelConfig,
+    TrainConfig,
+    config_to_dict,
+    load_config,
+    replace,
+    save_config,
+)
+from agentic_rl.errors import ConfigError
+from agentic_rl.rewards import RewardWeights
+from agentic_rl.rollout import RolloutConfig
+
+
+def _write(tmp_path, text: str):
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults():
+    config = load_config(None)
+    assert config == TrainConfig()
+    assert config.env.id == "calculator-v0" and config.model.path == "default"
+    assert config.algorithm.name == "grpo" and config.reward == RewardWeights()
+    assert config.rollout == RolloutConfig()
+
+
+def test_file_values(tmp_path):
+    path = _write(tmp_path, """
+name = "exp"
+seed = 3
+[algorithm]
+steps = 7
+lr = 3e-6
+[env]
+id = "calculator-v0"
+kwargs = { levels = ["direct"] }
+[reward]
+process = 0
+[model]
+lora = true
+""")
+    config = load_config(path)
+    assert config.name == "exp" and config.seed == 3
+    assert config.algorithm.steps == 7 and config.algorithm.lr == 3e-6
+    assert config.algorithm.group_size == AlgorithmConfig().group_size  # untouched keys keep defaults
+    assert config.env.kwargs == {"levels": ["direct"]}
+    assert config.reward.process == 0.0 and isinstance(config.reward.process, float)  # int accepted as float
+    assert config.model.lora is True
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("[algorithm]\nbogus = 1\n", "algorithm.bogus"),
+        ("bogus = 1\n", "bogus"),
+        ("[nosuchsection]\nx = 1\n", "nosuchsection"),
+        ("[rollout]\nmax_turn = 3\n", "rollout.max_turn"),
+    ],
+)
+def test_unknown_key_names_key_and_file(tmp_path, text, key):
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as exc_info:
+        load_config(path)
+    message = str(exc_info.value)
+    assert f"unknown key '{key}'" in message and str(path) in message
+
+
+def test_unknown_key_lists_known_keys(tmp_path):
+    with pytest.raises(ConfigError, match="known keys here: .*group_size"):
+        load_config(_write(tmp_path, "[algorithm]\ngroupsize = 4\n"))
+
+
+@pytest.mark.parametrize(
+    "text, key, kind",
+    [
+        ('[algorithm]\nsteps = "ten"\n', "algorithm.steps", "int"),
+        ("[algorithm]\nsteps = 2.5\n", "algorithm.steps", "int"),
+        ("[algorithm]\nsteps = true\n", "algorithm.steps", "int"),  # a bool is not an int
+        ('[algorithm]\nlr = "fast"\n', "algorithm.lr", "float"),
+        ("[model]\nlora = 1\n", "model.lora", "bool"),
+        ("name = 5\n", "name", "str"),
+        ('[env]\nkwargs = "levels"\n', "env.kwargs", "dict"),
+        ("[reward]\nrisk = false\n", "reward.risk", "float"),
+    ],
+)
+def test_wrong_type_names_key_and_file(tmp_path, text, key, kind):
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as exc_info:
+        load_config(path)
+    message = str(exc_info.value)
+    assert f"'{key}' must be {kind}" in message and str(path) in message
+
+
+def test_section_must_be_a_table(tmp_path):
+    with pytest.raises(ConfigError, match="'algorithm' must be a table"):
+        load_config(_write(tmp_path, "algorithm = 3\n"))
+
+
+def test_missing_and_invalid_files(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(_write(tmp_path, "[algorithm\nsteps = 1\n"))
+
+
+def test_overrides_numbers_bools_strings_tables():
+    config = load_config(None, [
+        "algorithm.steps=5",
+        "algorithm.lr=3e-6",
+        "algorithm.kl_coef=0",  # an int where a float is expected
+        "model.lora=true",
+        "algorithm.skip_zero_advantage=false",
+        "name=my-run",  # a bare string
+        "output_dir='/tmp/some dir'",  # a TOML string
+        'model.path="/models/x"',
+        'env.kwargs={levels=["direct", "word"]}',  # an inline table
+        'warmup.env_kwargs.levels=["direct"]',  # a dotted key into a dict
+    ])
+    assert config.algorithm.steps == 5 and config.algorithm.lr == 3e-6
+    assert config.algorithm.kl_coef == 0.0 and isinstance(config.algorithm.kl_coef, float)
+    assert config.model.lora is True and config.algorithm.skip_zero_advantage is False
+    assert config.name == "my-run" and config.output_dir == "/tmp/some dir"
+    assert config.model.path == "/models/x"
+    assert config.env.kwargs == {"levels": ["direct", "word"]}
+    assert config.warmup.env_kwargs == {"levels": ["direct"]}
+
+
+def test_overrides_apply_on_top_of_a_file(tmp_path):
+    path = _write(tmp_path, "[algorithm]\nsteps = 7\ngroup_size = 3\n")
+    config = load_config(path, ["algorithm.steps=9"])
+    assert config.algorithm.steps == 9 and config.algorithm.group_size == 3
+
+
+def test_override_errors_name_the_key():
+    with pytest.raises(ConfigError, match=r"unknown key 'algorithm\.bogus'.*") as exc_info:
+        load_config(None, ["algorithm.bogus=1"])
+    assert "--set" in str(exc_info.value)
+    with pytest.raises(ConfigError, match="'algorithm.steps' must be int"):
+        load_config(None, ["algorithm.steps=many"])
+    with pytest.raises(ConfigError, match="expected key=value"):
+        load_config(None, ["algorithm.steps"])
+
+
+def test_override_into_a_scalar_is_rejected(tmp_path):
+    path = _write(tmp_path, 'name = "a"\n')
+    with pytest.raises(ConfigError, match="'name' is not a table"):
+        load_config(path, ["name.x=1"])
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "algorithm.steps=0",
+        "algorithm.steps=-1",
+        "algorithm.group_size=0",
+        "algorithm.tasks_per_step=0",
+        "algorithm.micro_batch_size=0",
+        "algorithm.lr=0",
+        "algorithm.lr=-1e-5",
+        "warmup.batch_size=0",
+        "warmup.num_demos=0",
+        "eval.size=0",
+        "rollout.max_turns=0",
+        "rollout.max_new_tokens=0",
+        "rollout.temperature=0",
+        "checkpoint_every=0",
+    ],
+)
+def test_non_positive_values_rejected(override):
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError, match=f"'{key}' must be > 0"):
+        load_config(None, [override])
+
+
+@pytest.mark.parametrize("override", ["algorithm.kl_coef=-0.1", "algorithm.max_grad_norm=-1", "eval.every=-1",
+                                      "algorithm.weight_decay=-0.01", "model.num_threads=-2"])
+def test_negative_values_rejected(override):
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError, match=f"'{key}' must be >= 0"):
+        load_config(None, [override])
+
+
+def test_zero_allowed_where_it_means_off():
+    config = load_config(None, ["algorithm.kl_coef=0", "algorithm.max_grad_norm=0", "eval.every=0"])
+    assert config.algorithm.kl_coef == 0.0 and config.eval.every == 0
+
+
+def test_dataclass_validation_becomes_config_error():
+    # max_total_tokens=1 passes "> 0" but RolloutConfig needs >= 2
+    with pytest.raises(ConfigError, match="invalid 'rollout'"):
+        load_config(None, ["rollout.max_total_tokens=1"])
+
+
+def test_save_then_load_round_trips(tmp_path):
+    config = TrainConfig(
+        name="round-trip",
+        seed=7,
+        model=ModelConfig(path="/models/x", lora=True, lora_rank=4, lora_dropout=0.05),
+        env=EnvConfig(kwargs={"levels": ["direct", "word"]}, train_seed_start=100),
+        rollout=RolloutConfig(max_turns=3, max_new_tokens=48, temperature=0.7),
+        reward=RewardWeights(process=0.25, risk=0.0),
+        algorithm=AlgorithmConfig(name="rloo", steps=3, lr=3e-6, kl_coef=0.01, skip_zero_advantage=False),
+    )
+    path = tmp_path / "config.toml"
+    save_config(config, path)
+    assert load_config(path) == config
+    save_config(TrainConfig(), path)
+    assert load_config(path) == TrainConfig()
+
+
+def test_config_to_dict_and_replace():
+    d = config_to_dict(TrainConfig())
+    assert d["algorithm"]["steps"] == 20 and d["rollout"]["max_turns"] == 4
+    assert replace(TrainConfig(), name="x").name == "x"

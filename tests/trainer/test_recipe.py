@@ -1,0 +1,248 @@
+"""The whole training recipe: a smoke run and kill-and-resume on the tiny random Llama (light),
+and a 2-step run on the real SmolLM2-135M (slow)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from agentic_rl.config import load_config
+from agentic_rl.trainer.checkpoint import latest_checkpoint
+from agentic_rl.trainer.recipe import train
+from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trajectories import TrajectoryStore
+
+
+def _tiny_overrides(model_dir: Path, output_dir: Path, steps: int) -> list[str]:
+    return [
+        f"model.path='{model_dir}'",
+        "model.num_threads=1",
+        f"algorithm.steps={steps}",
+        "algorithm.tasks_per_step=2",
+        "algorithm.group_size=2",
+        "warmup.num_demos=4",
+        "warmup.batch_size=2",
+        "eval.size=3",
+        "checkpoint_every=1",
+        f"output_dir='{output_dir}'",
+        "rollout.max_new_tokens=8",
+    ]
+
+
+def _rows(run_dir: Path, phase: str) -> list[dict]:
+    return [r for r in MetricsLog(run_dir / "metrics.jsonl").rows() if r.get("phase") == phase]
+
+
+def _rl_token_streams(run_dir: Path) -> dict[int, list[tuple[int, ...]]]:
+    out: dict[int, list[tuple[int, ...]]] = {}
+    for rec in TrajectoryStore(run_dir / "trajectories.jsonl").read(phase="rl"):
+        out.setdefault(rec["rl_step"], []).append(tuple(rec["token_ids"]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tiny_model_dir, tmp_path_factory):
+    """A 3-step run (warm-up, evals, checkpoints every step) with the tiny model."""
+    out = tmp_path_factory.mktemp("smoke") / "runs"
+    config = load_config(None, _tiny_overrides(tiny_model_dir, out, steps=3))
+    calls = []
+    run_dir = train(config, progress=lambda *a: calls.append(a))
+    assert run_dir == out / config.name
+    return config, run_dir, calls
+
+
+def test_tiny_smoke_run(tiny_model_dir, smoke_run):
+    config, run_dir, calls = smoke_run
+
+    assert load_config(run_dir / "config.toml") == config
+
+    rows = MetricsLog(run_dir / "metrics.jsonl").rows()
+    assert [r["tag"] for r in rows if r["phase"] == "eval"] == ["base", "warmup", "final"]
+    warmup = _rows(run_dir, "warmup")
+    assert [r["step"] for r in warmup] == [1, 2]  # 4 demos / batch 2
+    assert all(math.isfinite(r["train/loss"]) for r in warmup)
+    rl = _rows(run_dir, "rl")
+    assert [r["rl_step"] for r in rl] == [1, 2, 3]
+    for r in rl:
+        assert 0.0 <= r["rollout/success"] <= 1.0 and r["rollout/failed"] == 0.0
+        assert r["perf/step_time_s"] > 0 and "rollout/reward_total" in r
+        if "train/loss" in r:
+            assert math.isfinite(r["train/loss"])
+    assert [c[1] for c in calls if c[0] == "rl"] == [1, 2, 3]
+
+    store = TrajectoryStore(run_dir / "trajectories.jsonl")
+    trajs = list(store.read_trajectories())
+    phases = Counter(rec["phase"] for rec in store.read())
+    assert phases == {"warmup": 4, "rl": 3 * 2 * 2, "eval": 3 * 3}
+    assert all(len(t.token_ids) == len(t.loss_mask) == len(t.logprobs) for t in trajs)
+    assert all(t.terminated for t in store.read_trajectories(phase="warmup"))
+    rl_groups = Counter(rec["group_id"] for rec in store.read(phase="rl"))
+    assert sorted(rl_groups.values()) == [2] * 6  # G = 2 rollouts per task
+
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["step-000003"]
+    final = run_dir / "final_model"
+    assert (final / "config.json").is_file() and (final / "model.safetensors").is_file()
+    assert (final / "tokenizer.json").is_file()
+    # the warm-up changed the weights
+    before = load_file(str(tiny_model_dir / "model.safetensors"))
+    after = load_file(str(final / "model.safetensors"))
+    assert not torch.equal(before["model.embed_tokens.weight"], after["model.embed_tokens.weight"])
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert set(summary["success"]) == {"base", "warmup", "final"}
+    assert set(summary["success_by_level"]["final"]) == {"direct", "multi_op", "word"}
+    assert "correct_answer" in summary["final_reward_components"]
+    report = (run_dir / "report.html").read_text()
+    assert report.startswith("<!DOCTYPE html>") or "<html" in report[:200]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="src bug: trainer/recipe.py warmup() keeps every terminated oracle demo (`not d.failed and "
+    "d.terminated`) although oracle_demonstrations() rolls the oracle out under rollout.max_new_tokens: "
+    "with a per-turn budget below the oracle's reply (up to 46 tokens) the tool call and the answer are "
+    "cut, and the warm-up trains on wrong, truncated demonstrations",
+)
+def test_warmup_trains_only_on_correct_demonstrations(smoke_run):
+    _, run_dir, _ = smoke_run
+    demos = list(TrajectoryStore(run_dir / "trajectories.jsonl").read_trajectories(phase="warmup"))
+    assert all(t.reward_components["correct_answer"] == 1.0 for t in demos)
+    assert all(t.turns[0].tool_results and t.turns[0].tool_results[0].ok for t in demos)
+
+
+def test_resuming_a_finished_run_adds_nothing(smoke_run, tmp_path):
+    import shutil
+
+    _, run_dir, _ = smoke_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    assert train(None, resume=copy) == copy
+    rows = MetricsLog(copy / "metrics.jsonl").rows()
+    assert [r["rl_step"] for r in rows if r["phase"] == "rl"] == [1, 2, 3]
+    assert [r["tag"] for r in rows if r["phase"] == "eval"] == ["base", "warmup", "final"]
+    assert Counter(rec["phase"] for rec in TrajectoryStore(copy / "trajectories.jsonl").read()) == {
+        "warmup": 4, "rl": 12, "eval": 9}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="src bug: cli.py _cmd_train ignores --set/--config when --resume is given "
+    "(`config = None if resume else load_config(...)`): `train --resume RUN --set algorithm.steps=5` "
+    "exits 0 having silently run with the saved config (3 steps); it should refuse the combination "
+    "(exit 2) or apply the overrides",
+)
+def test_resume_does_not_silently_drop_overrides(smoke_run, tmp_path, capsys):
+    import shutil
+
+    from agentic_rl.cli import main
+
+    _, run_dir, _ = smoke_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    rc = main(["train", "--resume", str(copy), "--set", "algorithm.steps=5"])
+    steps = [r["rl_step"] for r in _rows(copy, "rl")]
+    assert rc == 2 or steps == [1, 2, 3, 4, 5]
+
+
+def _wait_for(proc: subprocess.Popen, run_dir: Path, rl_rows: int, log: Path, timeout: float = 180.0) -> None:
+    """Poll until `rl_rows` RL metric rows and a checkpoint after RL step 0 exist."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"training ended before the kill (rc {proc.returncode}): {log.read_text()}")
+        rows = _rows(run_dir, "rl") if (run_dir / "metrics.jsonl").exists() else []
+        ckpts = [p for p in (run_dir / "checkpoints").glob("step-*") if p.name != "step-000000"] \
+            if (run_dir / "checkpoints").exists() else []
+        if len(rows) >= rl_rows and ckpts:
+            return
+        time.sleep(0.02)
+    proc.kill()
+    raise AssertionError("timed out waiting for RL steps")
+
+
+def test_kill_and_resume(tiny_model_dir, tmp_path):
+    steps = 8
+    # skip_zero_advantage=false: every step runs an optimizer step (all advantages are 0 with this
+    # random model), so AdamW's per-parameter step counter records how many steps it has seen
+    extra = ["algorithm.skip_zero_advantage=false"]
+    overrides = _tiny_overrides(tiny_model_dir, tmp_path / "runs", steps) + extra
+    run_dir = tmp_path / "runs" / "calculator-grpo"
+    cmd = [sys.executable, "-m", "agentic_rl.cli", "train"] + [a for o in overrides for a in ("--set", o)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    log = tmp_path / "train.log"
+    with open(log, "w") as stderr:
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            _wait_for(proc, run_dir, rl_rows=2, log=log)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (run_dir / "summary.json").exists()
+
+    checkpoint = latest_checkpoint(run_dir)
+    k = torch.load(checkpoint / "trainer_state.pt", weights_only=False)["rl_step"]
+    assert 1 <= k < steps
+
+    calls = []
+    assert train(None, resume=run_dir, progress=lambda *a: calls.append(a)) == run_dir
+    assert calls[0][:2] == ("resume", k)
+    assert [c[1] for c in calls if c[0] == "rl"] == list(range(k + 1, steps + 1))  # first resumed step = k + 1
+
+    # metrics: every RL step exactly once, warm-up and evals not repeated
+    assert [r["rl_step"] for r in _rows(run_dir, "rl")] == list(range(1, steps + 1))
+    assert [r["tag"] for r in _rows(run_dir, "eval")] == ["base", "warmup", "final"]
+    assert [r["step"] for r in _rows(run_dir, "warmup")] == [1, 2]
+    streams = _rl_token_streams(run_dir)
+    assert sorted(streams) == list(range(1, steps + 1))
+    assert all(len(v) == 4 for v in streams.values())  # no duplicated rollouts of a half-logged step
+    assert Counter(r["tag"] for r in TrajectoryStore(run_dir / "trajectories.jsonl").read(phase="eval")) == {
+        "base": 3, "warmup": 3, "final": 3}
+
+    # optimizer state restored: AdamW saw all `steps` RL steps (it would count steps - k if reset)
+    state = torch.load(latest_checkpoint(run_dir) / "trainer_state.pt", weights_only=False)
+    assert state["rl_step"] == steps
+    assert {float(s["step"]) for s in state["optimizer"]["state"].values()} == {float(steps)}
+
+    # sampler RNG restored: the rollouts equal those of an uninterrupted run with the same config
+    reference = train(load_config(None, _tiny_overrides(tiny_model_dir, tmp_path / "ref", steps) + extra))
+    assert _rl_token_streams(reference) == streams
+
+
+@pytest.mark.slow
+def test_smollm2_two_step_run(model_dir, tmp_path):
+    config = load_config(None, [
+        "algorithm.steps=2",
+        "algorithm.tasks_per_step=2",
+        "algorithm.group_size=2",
+        "warmup.num_demos=4",
+        "eval.size=2",
+        "rollout.max_new_tokens=48",
+        f"output_dir='{tmp_path}'",
+    ])
+    run_dir = train(config)
+    rows = MetricsLog(run_dir / "metrics.jsonl").rows()
+    train_rows = [r for r in rows if "train/loss" in r]
+    assert any(r["phase"] == "warmup" for r in train_rows)
+    for r in train_rows:  # rl rows lack train/loss when every advantage of the step is 0
+        assert r["train/loss"] is not None and math.isfinite(r["train/loss"]), r
+        assert r["train/grad_norm"] is not None and math.isfinite(r["train/grad_norm"]), r
+    assert [r["rl_step"] for r in rows if r["phase"] == "rl"] == [1, 2]
+    base = load_file(str(model_dir / "model.safetensors"))
+    final = load_file(str(run_dir / "final_model" / "model.safetensors"))
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert base[name].shape == final[name].shape
+    assert not torch.equal(base[name], final[name])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert set(summary["success"]) == {"base", "warmup", "final"}
