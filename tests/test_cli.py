@@ -87,12 +87,6 @@ def test_config_errors_create_no_run_directory(results):
     assert not (results["cwd"] / "runs").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: trainer/recipe.py train() creates the run directory (new_run_dir + config.toml) "
-    "before setup() checks env.id and model.path, so every mistyped id/path leaves an empty run "
-    "directory behind (runs/<name>, <name>-2, ...)",
-)
 def test_env_and_model_errors_create_no_run_directory(results):
     assert not (results["cwd"] / "out-env").exists()
     assert not (results["cwd"] / "out-model").exists()
@@ -139,16 +133,9 @@ def test_no_command_is_a_usage_error(capsys):
     [
         ("env.id=nope-v0", "nope-v0"),
         ("model.path=/nonexistent/x", "/nonexistent/x"),
-        pytest.param("env.kwargs={levels=['calculus']}", "calculus", marks=pytest.mark.xfail(
-            strict=True, raises=ValueError,
-            reason="src bug: recipe.setup() calls make(env.id, **env.kwargs) 'to fail fast on wrong kwargs' but "
-            "the env's ValueError/TypeError is not an AgenticRLError, so the CLI prints a traceback (exit 1)")),
-        pytest.param("env.kwargs={colour='red'}", "colour", marks=pytest.mark.xfail(
-            strict=True, raises=TypeError, reason="src bug: as above, for an unknown env kwarg (TypeError)")),
-        pytest.param("warmup.env_kwargs={levels=['calculus']}", "calculus", marks=pytest.mark.xfail(
-            strict=True, raises=AssertionError,
-            reason="src bug: warmup.env_kwargs are never checked up front; a wrong value fails only in "
-            "warmup(), after the model loaded and the base evaluation ran, with a traceback")),
+        ("env.kwargs={levels=['calculus']}", "calculus"),
+        ("env.kwargs={colour='red'}", "colour"),
+        ("warmup.env_kwargs={levels=['calculus']}", "calculus"),
     ],
 )
 def test_user_errors_are_raised_before_any_weights_load(override, culprit, tmp_path, capsys, monkeypatch):

@@ -102,6 +102,8 @@ def _cmd_train(args) -> int:
     resume = Path(args.resume) if args.resume else None
     if resume is not None and not resume.is_dir():
         raise AgenticRLError(f"run directory not found: {resume}")
+    if resume is not None and (args.config or args.set):
+        raise AgenticRLError("--resume continues a run with its own config.toml; --config/--set cannot be combined with it")
     config = None if resume else load_config(args.config, args.set)
     with _RichProgress(console) as progress:
         if config is not None:

@@ -139,12 +139,6 @@ def test_final_answer_grading(text, reward, answer):
     assert step_info["correct"] is (reward == 1.0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: rewards/verifiers.py numbers_equal compares with rel_tol=1e-6 even for integer "
-    "answers, so for the ~19% of direct tasks with an answer >= 1e6 an answer off by up to "
-    "answer*1e-6 (e.g. 4042824 for 4042825) is graded correct",
-)
 def test_off_by_one_answer_to_a_large_product_is_wrong():
     env = make("calculator-v0")
     _, info = env.reset(seed=42)

@@ -92,15 +92,13 @@ def test_numbers_equal(answer, expected, equal):
 
 
 def test_numbers_equal_rel_tol_argument():
-    assert numbers_equal("101", 100, rel_tol=0.02)
-    assert not numbers_equal("103", 100, rel_tol=0.02)
+    # rel_tol applies to non-integer references only: |101 - 100.5| / 100.5 = 0.5% <= 2%,
+    # |103 - 100.5| / 100.5 = 2.5% > 2%
+    assert numbers_equal("101", 100.5, rel_tol=0.02)
+    assert not numbers_equal("103", 100.5, rel_tol=0.02)
+    assert not numbers_equal("101", 100, rel_tol=0.02)  # integer reference: exact
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: numbers_equal applies rel_tol=1e-6 to integer answers, so 1000000 == 1000001 "
-    "(calculator-v0 answers reach ~1e7, where answers off by up to ~10 pass)",
-)
 def test_integers_compare_exactly():
     assert not numbers_equal("1000000", 1000001)
     assert not numbers_equal("9989000", 9989001)

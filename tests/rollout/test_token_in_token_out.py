@@ -99,12 +99,6 @@ def test_context_fed_is_prefix_of_stored_stream(episode):
         done += len(turn.token_ids)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug: rollout/engine.py passes the episode's live token list (episodes[i].ids) as "
-    "GenerationRequest.context_ids and keeps appending to it, so a frozen request seen by the policy "
-    "changes afterwards (fix: pass tuple(episodes[i].ids))",
-)
 def test_request_context_is_not_mutated_after_the_call(episode):
     """A GenerationRequest is a frozen value: the ids it carried must not change after generate()."""
     _, policy, *_ = episode

@@ -117,7 +117,7 @@ class HFPolicy:
         from transformers import DynamicCache
 
         cache = DynamicCache()
-        self.model(input_ids=torch.tensor([prefix], device=device), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        self.model(input_ids=torch.tensor([prefix], device=device), cache=cache, use_cache=True, logits_to_keep=1)
         return _RowKV([layer.keys[0] for layer in cache.layers], [layer.values[0] for layer in cache.layers], list(prefix))
 
     def _prefill(self, contexts: list[list[int]], pasts: list[_RowKV | None], device):
@@ -155,7 +155,7 @@ class HFPolicy:
             positions[i, width_s - len(new) :] = torch.arange(plen, plen + len(new))
         mask, ids, positions = mask.to(device), ids.to(device), positions.to(device)
         out = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1
+            input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1
         )
         next_pos = torch.tensor([len(c) for c in contexts], device=device)
         return cache, mask, next_pos, out.logits[:, -1, :]
@@ -211,7 +211,7 @@ class HFPolicy:
                 input_ids=chosen[:, None],
                 attention_mask=mask,
                 position_ids=next_pos[:, None],
-                past_key_values=cache,
+                cache=cache,
                 use_cache=True,
             )
             next_pos = next_pos + 1

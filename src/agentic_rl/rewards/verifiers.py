@@ -44,7 +44,10 @@ def parse_number(text: str) -> Fraction | None:
 
 
 def numbers_equal(answer: str | None, expected: float | int | Fraction, *, rel_tol: float = 1e-6) -> bool:
-    """True when ``answer`` parses to a number equal to ``expected`` (exact, or within rel_tol)."""
+    """True when ``answer`` parses to a number equal to ``expected``.
+
+    Integer references must match exactly; non-integer ones within ``rel_tol``.
+    """
     if answer is None:
         return False
     value = parse_number(answer)
@@ -53,4 +56,6 @@ def numbers_equal(answer: str | None, expected: float | int | Fraction, *, rel_t
     expected_f = Fraction(expected)
     if value == expected_f:
         return True
+    if expected_f.denominator == 1:  # integer answers must match exactly, however large
+        return False
     return math.isclose(float(value), float(expected_f), rel_tol=rel_tol, abs_tol=0.0)

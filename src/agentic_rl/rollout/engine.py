@@ -114,7 +114,7 @@ def run_episodes(
     while live := [i for i, ep in enumerate(episodes) if ep.stop is None]:
         requests = [
             GenerationRequest(
-                episodes[i].ids,
+                tuple(episodes[i].ids),
                 min(config.max_new_tokens, config.max_total_tokens - len(episodes[i].ids)),
                 episode_index=i,
                 cache_key=episodes[i].key,

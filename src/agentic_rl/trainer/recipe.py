@@ -38,7 +38,8 @@ from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
 from agentic_rl.trainer.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
-from agentic_rl.trainer.evaluation import evaluate, summarize
+from agentic_rl.errors import ConfigError
+from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
 from agentic_rl.trainer.report import write_report
 from agentic_rl.trainer.run_dir import MetricsLog, new_run_dir, truncate_after
 from agentic_rl.trainer.update import policy_gradient_update, sft_update
@@ -72,6 +73,26 @@ class Run:
     timings: dict[str, float]
 
 
+def validate(config: TrainConfig) -> Path:
+    """Check what the config names before any work: env id and kwargs, model path.
+
+    Returns:
+        the resolved model directory.
+
+    Raises:
+        UnknownEnvError: ``env.id`` is not registered.
+        ConfigError: the env rejects ``env.kwargs`` or ``warmup.env_kwargs``.
+        ModelNotFoundError: ``model.path`` does not exist.
+    """
+    for section, kwargs in (("env.kwargs", config.env.kwargs),
+                            ("warmup.env_kwargs", {**config.env.kwargs, **config.warmup.env_kwargs})):
+        try:
+            make(config.env.id, **kwargs).close()
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{section} rejected by {config.env.id}: {exc}") from None
+    return resolve_model_dir(config.model.path)
+
+
 def setup(config: TrainConfig, run_dir: Path) -> Run:
     """Load the model (LoRA and gradient checkpointing as configured) and open the run's logs.
 
@@ -79,8 +100,7 @@ def setup(config: TrainConfig, run_dir: Path) -> Run:
         UnknownEnvError: ``env.id`` is not registered (checked before the model loads).
         ModelNotFoundError: ``model.path`` does not exist.
     """
-    make(config.env.id, **config.env.kwargs).close()  # fail fast on a wrong env id or kwargs
-    model_dir = resolve_model_dir(config.model.path)
+    model_dir = validate(config)
     if config.model.num_threads:
         torch.set_num_threads(config.model.num_threads)
     random.seed(config.seed)
@@ -142,6 +162,8 @@ def oracle_demonstrations(run: Run) -> list[Trajectory]:
     oracle = ScriptedPolicy(run.chat, lambda i, _context: envs[i].oracle_reply() or "")
     demos = run_episodes(oracle, run.chat, envs, seeds, [f"demo-{s}" for s in seeds], cfg.rollout)
     rubric = envs[0].rubric(cfg.reward)
+    for env in envs:
+        env.close()
     return [rubric.apply(t) for t in demos]
 
 
@@ -149,7 +171,15 @@ def warmup(run: Run, progress: Progress) -> None:
     """Supervised fine-tuning on oracle demonstrations (loss on the assistant's tokens only)."""
     cfg = run.config.warmup
     started = time.perf_counter()
-    demos = [d for d in oracle_demonstrations(run) if not d.failed and d.terminated]
+    all_demos = oracle_demonstrations(run)
+    # a demo cut by the rollout budgets would teach a wrong reply: keep only successful ones
+    demos = [d for d in all_demos if not d.failed and is_success(d)]
+    if not demos:
+        raise ConfigError("warm-up: no oracle demonstration succeeds within the rollout budgets "
+                          "(raise rollout.max_new_tokens or rollout.max_turns)")
+    if len(demos) < len(all_demos):
+        log.warning("warm-up: %d of %d oracle demonstrations failed within the rollout budgets and were dropped",
+                    len(all_demos) - len(demos), len(all_demos))
     _store(run, demos, phase="warmup", step=0, rl_step=0)
     optimizer = _optimizer(run, cfg.lr)
     rng = random.Random(run.config.seed)
@@ -204,6 +234,8 @@ def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: An
     adv_of = {id(t): a for t, a in zip(valid, advantages)}
     run.store.append(trajectory_to_record(t, phase="rl", step=step + 1, rl_step=step + 1, advantage=adv_of.get(id(t)))
                      for t in trajectories)
+    for env in envs:
+        env.close()
     return row
 
 
@@ -220,6 +252,7 @@ def train(config: TrainConfig | None, *, resume: Path | None = None, progress: P
     else:
         if config is None:
             raise ValueError("train() needs a config unless it resumes a run")
+        validate(config)  # before the run directory exists: a typo leaves nothing behind
         run_dir = new_run_dir(config.output_dir, config.name)
         save_config(config, run_dir / "config.toml")
     run = setup(config, run_dir)

@@ -61,7 +61,7 @@ def sft_update(model, optimizer, demos: Sequence[Trajectory], *, micro_batch_siz
         logprobs, _ = score(model, batch)
         loss = -logprobs.sum() / total
         loss.backward()
-        loss_sum += float(loss) * total
+        loss_sum += loss.item() * total
     grad_norm = _finish_step(model, optimizer, max_grad_norm)
     return {"train/loss": loss_sum / total, "train/grad_norm": grad_norm, "train/tokens": float(total)}
 
@@ -126,7 +126,7 @@ def policy_gradient_update(
                 loss = loss + kl_coef * kl.sum() / total
             kl_sum = float(kl.detach().sum())
         loss.backward()
-        sums["loss"] += float(loss) * total
+        sums["loss"] += loss.item() * total
         sums["kl"] += kl_sum
         sums["clip_fraction"] += m["clip_fraction"] * n
         sums["ratio_mean"] += m["ratio_mean"] * n
