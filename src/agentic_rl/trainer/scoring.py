@@ -74,17 +74,47 @@ def _decoder_and_head(model):
     return base.get_decoder(), base.get_output_embeddings()
 
 
-def score(model, batch: PackedBatch, *, temperature: float = 1.0, with_entropy: bool = False) -> tuple[Tensor, Tensor | None]:
+def _shared_prefix_len(batch: PackedBatch) -> int:
+    """Length of the token prefix common to every row (each row keeps at least one own token)."""
+    ids, attn = batch.input_ids, batch.attention_mask
+    if ids.shape[0] < 2:
+        return 0
+    lengths = attn.sum(-1)
+    same = (ids == ids[:1]).all(dim=0) & (attn == 1).all(dim=0)
+    n = int(same.long().cumprod(0).sum())
+    return max(0, min(n, int(lengths.min()) - 1))
+
+
+def score(
+    model, batch: PackedBatch, *, temperature: float = 1.0, with_entropy: bool = False, min_shared_prefix: int = 16
+) -> tuple[Tensor, Tensor | None]:
     """Per-token logprobs (and optionally entropy) of the trained tokens of ``batch``.
 
-    Gradients flow when called with grad enabled.
+    A prefix shared by every row (the system prompt and tool schemas) is encoded once and its
+    KV cache expanded to the batch, inside the autograd graph: the result and the gradients are
+    those of encoding every row in full (exact, not an approximation), at a fraction of the cost.
 
     Returns:
         ``(logprobs [N], entropy [N] or None)`` in float32, N = ``batch.num_tokens``, at
-        temperature T: log-softmax(logits / T)[target].
+        temperature T: log-softmax(logits / T)[target]. Gradients flow when grad is enabled.
     """
     decoder, head = _decoder_and_head(model)
-    hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+    shared = _shared_prefix_len(batch)
+    if shared >= min_shared_prefix:
+        from transformers import DynamicCache
+
+        b = batch.input_ids.shape[0]
+        cache = DynamicCache()
+        prefix_hidden = decoder(input_ids=batch.input_ids[:1, :shared], cache=cache, use_cache=True).last_hidden_state
+        cache.batch_repeat_interleave(b)
+        rest_ids = batch.input_ids[:, shared:]
+        positions = torch.arange(shared, batch.input_ids.shape[1], device=rest_ids.device).expand(b, -1)
+        rest_hidden = decoder(
+            input_ids=rest_ids, attention_mask=batch.attention_mask, position_ids=positions, cache=cache, use_cache=True
+        ).last_hidden_state
+        hidden = torch.cat([prefix_hidden.expand(b, -1, -1), rest_hidden], dim=1)
+    else:
+        hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
     selected = hidden[:, :-1][batch.target_mask]  # [N, H]
     targets = batch.input_ids[:, 1:][batch.target_mask]  # [N]
     logits = head(selected)  # [N, V]
