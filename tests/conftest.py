@@ -6,17 +6,14 @@ checkpoint (the conversion runs once per machine, ~40 s). ``tiny_model_dir`` is 
 weights through the normal code path, but in well under a second, so trainer tests stay light.
 Tests that load the real 135M weights are marked ``slow``.
 
-Torch runs one CPU thread by default here (``OMP_NUM_THREADS=1``, inherited by the CLI
-subprocesses): the tiny model's ops are so small that a second thread only adds contention
-(measured: 50x slower decoding on a busy 2-core machine). Set ``OMP_NUM_THREADS`` to more for
-the ``slow`` tests on an idle machine.
+Never run the suite beside another torch job on a 2-core machine: two processes each using both
+cores slow each other down by an order of magnitude (set ``OMP_NUM_THREADS=1`` if you must).
 """
 
 from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

@@ -219,5 +219,5 @@ def test_save_then_load_round_trips(tmp_path):
 
 def test_config_to_dict_and_replace():
     d = config_to_dict(TrainConfig())
-    assert d["algorithm"]["steps"] == 20 and d["rollout"]["max_turns"] == 4
+    assert d["algorithm"]["steps"] == TrainConfig().algorithm.steps and d["rollout"]["max_turns"] == RolloutConfig().max_turns
     assert replace(TrainConfig(), name="x").name == "x"

@@ -95,6 +95,10 @@ class AlgorithmConfig:
         tasks_per_step: distinct tasks (groups) per step.
         group_size: G rollouts per task, all from the same seed.
         lr: AdamW learning rate; weight_decay: AdamW weight decay.
+        std_eps: ε of GRPO's (r − mean) / (std + ε), in reward units. A value well above
+            float epsilon (default 0.1) keeps groups whose rewards differ only by small cost
+            terms (a few tokens) from being blown up to unit advantages; real successes and
+            failures (std ≈ 0.3–0.5) are scaled almost as with ε → 0. Used by ``grpo`` only.
         clip_eps_low, clip_eps_high: PPO clip range [1 − low, 1 + high].
         kl_coef: β of the k3 KL penalty to the initial policy in the loss (0 = off).
         micro_batch_size: trajectories per forward/backward (bounds memory).
@@ -104,11 +108,12 @@ class AlgorithmConfig:
     """
 
     name: str = "grpo"
-    steps: int = 20
+    steps: int = 16
     tasks_per_step: int = 4
     group_size: int = 8
     lr: float = 1e-5
     weight_decay: float = 0.0
+    std_eps: float = 0.1
     clip_eps_low: float = 0.2
     clip_eps_high: float = 0.2
     kl_coef: float = 0.0
@@ -130,7 +135,7 @@ class EvalConfig:
 
     size: int = 100
     seed_start: int = 1_000_000
-    every: int = 0
+    every: int = 8
     base: bool = True
 
 
@@ -157,7 +162,7 @@ _POSITIVE = {
     "rollout.max_turns", "rollout.max_new_tokens", "rollout.max_total_tokens", "rollout.temperature",
     "model.lora_rank", "checkpoint_every",
 }
-_NON_NEGATIVE = {"algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads"}
+_NON_NEGATIVE = {"algorithm.std_eps", "algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads"}
 
 
 def _check_value(key: str, hint: Any, value: Any, source: str) -> Any:

@@ -46,8 +46,8 @@ class RolloutConfig:
         temperature: sampling temperature for training rollouts.
     """
 
-    max_turns: int = 4
-    max_new_tokens: int = 64
+    max_turns: int = 3
+    max_new_tokens: int = 48
     max_total_tokens: int = 1024
     temperature: float = 1.0
 

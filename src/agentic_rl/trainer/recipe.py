@@ -90,6 +90,10 @@ def validate(config: TrainConfig) -> Path:
             make(config.env.id, **kwargs).close()
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{section} rejected by {config.env.id}: {exc}") from None
+    try:
+        get_advantage_estimator(config.algorithm.name)
+    except KeyError as exc:
+        raise ConfigError(f"algorithm.name: {exc.args[0]}") from None
     return resolve_model_dir(config.model.path)
 
 
@@ -215,7 +219,9 @@ def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: An
     advantages = [0.0] * len(valid)
     if valid:
         rewards = torch.tensor([t.reward for t in valid], dtype=torch.float64)
-        advantages = get_advantage_estimator(alg.name)(rewards, [t.group_id for t in valid]).tolist()
+        estimator = get_advantage_estimator(alg.name)
+        options = {"eps": alg.std_eps} if alg.name == "grpo" else {}
+        advantages = estimator(rewards, [t.group_id for t in valid], **options).tolist()
     train_on = [(t, a) for t, a in zip(valid, advantages) if a != 0.0 or not alg.skip_zero_advantage or alg.kl_coef > 0]
     stats: dict[str, float] = {"train/trajectories": float(len(train_on))}
     if train_on:
