@@ -221,3 +221,14 @@ def test_config_to_dict_and_replace():
     d = config_to_dict(TrainConfig())
     assert d["algorithm"]["steps"] == TrainConfig().algorithm.steps and d["rollout"]["max_turns"] == RolloutConfig().max_turns
     assert replace(TrainConfig(), name="x").name == "x"
+
+
+def test_shipped_default_toml_equals_the_built_in_defaults():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "default.toml"
+    assert load_config(path) == TrainConfig()
+
+
+def test_default_warmup_demonstrates_only_the_easiest_level():
+    assert TrainConfig().warmup.env_kwargs == {"levels": ["direct"]}

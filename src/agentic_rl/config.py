@@ -77,7 +77,7 @@ class WarmupConfig:
     """
 
     enabled: bool = True
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[str, Any] = field(default_factory=lambda: {"levels": ["direct"]})
     num_demos: int = 48
     seed_start: int = 500_000
     epochs: int = 1
