@@ -60,7 +60,7 @@ def test_report_is_self_contained_with_plots_and_tables(run_dir):
     text = out.read_text(encoding="utf-8")
     images = _images(text)
     # eval success, reward components, losses, kl/clip/entropy, rollouts, throughput
-    assert len(images) == 6
+    assert len(images) == 7  # eval, reward groups, reward components, loss, KL, rollouts, throughput
     assert all(img.startswith(b"\x89PNG\r\n\x1a\n") for img in images)
     assert "no data" not in text
     assert not re.search(r'(src|href)="(?!data:)', text)  # no external assets
@@ -80,7 +80,7 @@ def test_report_is_self_contained_with_plots_and_tables(run_dir):
 def test_empty_run_dir_shows_no_data(tmp_path):
     text = write_report(tmp_path).read_text()
     assert _images(text) == []
-    assert text.count("no data") == 8  # every section
+    assert text.count("no data") == 9  # every section (the reward section has two panels)
 
 
 def test_empty_files_and_missing_keys_do_not_crash(tmp_path):

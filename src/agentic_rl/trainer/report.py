@@ -109,7 +109,7 @@ def _png(fig: Figure) -> str:
 
 
 def _line_panels(panels: list[tuple[str, list[Row], list[str]]], xlabel: str) -> str:
-    """One subplot per (title, rows, keys) panel that has data; NO_DATA when none has."""
+    """One subplot per (title, rows, keys) panel that has data, three per row; NO_DATA when none has."""
     drawn = []
     for title, rows, keys in panels:
         lines = [(key, _series(rows, key)) for key in keys]
@@ -118,8 +118,12 @@ def _line_panels(panels: list[tuple[str, list[Row], list[str]]], xlabel: str) ->
             drawn.append((title, lines))
     if not drawn:
         return NO_DATA
-    fig = Figure(figsize=(5.5 * len(drawn), 3.8))
-    axes = fig.subplots(1, len(drawn), squeeze=False)[0]
+    cols = min(len(drawn), 3)
+    nrows = -(-len(drawn) // cols)
+    fig = Figure(figsize=(5.5 * cols, 3.8 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, cols, squeeze=False).ravel()
+    for ax in axes[len(drawn):]:
+        ax.set_visible(False)
     for ax, (title, lines) in zip(axes, drawn):
         for key, (xs, ys) in lines:
             ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=key)
@@ -233,11 +237,13 @@ def render_report(run_dir: Path) -> str:
         if row.get("phase") in by_phase:
             by_phase[row["phase"]].append(row)
     warmup, rl, evals = by_phase["warmup"], by_phase["rl"], by_phase["eval"]
-    rewards = ["rollout/reward_total", *_keys_with_prefix(rl, "rollout/reward/")]
+    groups = ["rollout/reward/outcome", "rollout/reward/process", "rollout/reward/cost", "rollout/reward/risk"]
+    components = [k for k in _keys_with_prefix(rl, "rollout/reward/") if k not in groups]
     sections = [
         ("Summary", _summary_section(run_dir / "summary.json")),
         ("Held-out evaluation", _eval_plot(evals) + _eval_table(evals) if evals else NO_DATA),
-        ("RL reward components", _line_panels([("reward per component", rl, rewards)], "RL step")),
+        ("RL reward", _line_panels([("total and groups (before λ)", rl, ["rollout/reward_total", *groups])], "RL step")
+         + _line_panels([(k.removeprefix("rollout/reward/"), rl, [k]) for k in components], "RL step")),
         ("Loss", _line_panels([("warm-up loss", warmup, ["train/loss"]),
                                ("RL loss", rl, ["train/loss"])], "step")),
         ("KL, clip fraction, entropy", _line_panels(
