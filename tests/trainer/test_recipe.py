@@ -232,3 +232,44 @@ def test_smollm2_two_step_run(model_dir, tmp_path):
     assert not torch.equal(base[name], final[name])
     summary = json.loads((run_dir / "summary.json").read_text())
     assert set(summary["success"]) == {"base", "warmup", "final"}
+
+
+@pytest.mark.parametrize("option", ["model.lora=true", "model.gradient_checkpointing=true"])
+def test_lora_and_gradient_checkpointing_runs_train_and_export(option, tiny_model_dir, tmp_path):
+    """Both options go through warm-up, RL and export; LoRA trains only adapter weights."""
+    config = load_config(None, [*_tiny_overrides(tiny_model_dir, tmp_path / "runs", steps=1), option,
+                                "eval.size=2", "eval.base=false"])
+    run_dir = train(config)
+    rl = _rows(run_dir, "rl")
+    assert len(rl) == 1 and all(math.isfinite(r["train/loss"]) for r in rl if "train/loss" in r)
+    trainable = load_file(str(latest_checkpoint(run_dir) / "trainable.safetensors"))
+    if option.startswith("model.lora"):
+        assert trainable and all("lora_" in name for name in trainable)
+    else:
+        assert any("embed_tokens" in name for name in trainable)
+    exported = load_file(str(run_dir / "final_model" / "model.safetensors"))
+    assert not any("lora_" in name for name in exported)  # LoRA is merged into the export
+
+
+def test_scoring_with_gradient_checkpointing_matches_plain_scoring(tiny_model_dir):
+    """The shared-prefix path of score() must give the same logprobs with checkpointing on."""
+    from agentic_rl.policy.model_loading import load_model
+    from agentic_rl.trainer.scoring import pack, score
+    from agentic_rl.types import StopReason, Trajectory
+
+    prompt = list(range(100, 140))  # a 40-token shared prefix
+    streams = [prompt + [7, 8, 9], prompt + [11, 12]]
+    trajs = [
+        Trajectory("x", 0, "g", str(i), (), (), tuple(s), tuple([0] * 40 + [1] * (len(s) - 40)),
+                   tuple([0.0] * len(s)), StopReason.TERMINATED)
+        for i, s in enumerate(streams)
+    ]
+    batch = pack(trajs)
+    model = load_model(tiny_model_dir)
+    model.train()
+    plain, _ = score(model, batch, min_shared_prefix=10**9)
+    shared, _ = score(model, batch)
+    model.gradient_checkpointing_enable()
+    checkpointed, _ = score(model, batch)
+    assert torch.allclose(plain, shared, atol=1e-5)
+    assert torch.allclose(plain, checkpointed, atol=1e-5)

@@ -93,6 +93,8 @@ def score(
     A prefix shared by every row (the system prompt and tool schemas) is encoded once and its
     KV cache expanded to the batch, inside the autograd graph: the result and the gradients are
     those of encoding every row in full (exact, not an approximation), at a fraction of the cost.
+    With activation (gradient) checkpointing on, HF disables the KV cache in training, so every
+    row is then encoded in full.
 
     Returns:
         ``(logprobs [N], entropy [N] or None)`` in float32, N = ``batch.num_tokens``, at
@@ -100,7 +102,9 @@ def score(
     """
     decoder, head = _decoder_and_head(model)
     shared = _shared_prefix_len(batch)
-    if shared >= min_shared_prefix:
+    # HF turns the KV cache off under activation checkpointing in train mode: no prefix sharing then
+    checkpointing = bool(getattr(decoder, "gradient_checkpointing", False)) and decoder.training
+    if shared >= min_shared_prefix and not checkpointing:
         from transformers import DynamicCache
 
         b = batch.input_ids.shape[0]
