@@ -1,0 +1,232 @@
+"""The stateful ``python`` tool: one long-lived interpreter per episode, inside the sandbox.
+
+Like a notebook kernel, variables persist across calls of one episode. The host talks to the
+worker (:mod:`agentic_rl.tools._sandbox_worker`) over its stdin/stdout with one JSON line per
+request and per reply. Keeping the interpreter warm makes a trivial call cost a pipe round
+trip instead of a process start (see ``benchmarks/python_tool_latency.py``).
+
+A timeout, a crash, ``sys.exit(n)`` or ``os._exit(n)`` is a normal observation
+(:class:`ExecResult` with flags and the exit status); the interpreter, and with it the whole
+sandbox (every process it started), is killed and a fresh one starts on the next call, with
+empty variables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentic_rl.tools.sandbox import (
+    WORKER_PATH,
+    SandboxConfig,
+    SandboxError,
+    sandbox_command,
+    warn_unsafe_local,
+    worker_settings,
+)
+
+__all__ = ["ExecResult", "PythonInterpreter"]
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of one ``python`` call.
+
+    Attributes:
+        stdout: printed output (also what subprocesses wrote to descriptors 1 and 2), capped.
+        stderr: Python-level stderr, including the traceback of an uncaught exception.
+        value: ``repr`` of the final expression's value (None if there is none or it is None).
+        exit_status: None while the interpreter lives on; otherwise its exit status (from
+            ``sys.exit``/``os._exit``; ``128 + n`` when killed by signal ``n``).
+        timed_out: the call ran past the wall-clock limit and the sandbox was killed.
+        memory_exceeded: a ``MemoryError`` was raised (the address-space limit was hit).
+        output_truncated: some output was cut at ``max_output_chars``.
+        duration_s: wall-clock seconds of the call, as seen by the host.
+        exception: type name of the uncaught exception, if any.
+    """
+
+    stdout: str = ""
+    stderr: str = ""
+    value: str | None = None
+    exit_status: int | None = None
+    timed_out: bool = False
+    memory_exceeded: bool = False
+    output_truncated: bool = False
+    duration_s: float = 0.0
+    exception: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the code ran to the end without exception, timeout or exit != 0."""
+        return (not self.timed_out and self.exception is None
+                and self.exit_status in (None, 0))
+
+    def render(self) -> str:
+        """The observation text shown to the policy (sections only when non-empty)."""
+        parts = []
+        if self.stdout:
+            parts.append(self.stdout.rstrip("\n"))
+        if self.stderr:
+            parts.append("[stderr]\n" + self.stderr.rstrip("\n"))
+        if self.value is not None:
+            parts.append(f"Out: {self.value}")
+        if self.output_truncated:
+            parts.append("[output truncated]")
+        if self.memory_exceeded:
+            parts.append("[memory limit exceeded]")
+        if self.timed_out:
+            parts.append(f"[timed out after {self.duration_s:.1f} s; the interpreter was "
+                         "restarted and its variables are lost]")
+        elif self.exit_status is not None:
+            parts.append(f"[interpreter exited with status {self.exit_status}; a fresh one "
+                         "starts on the next call]")
+        return "\n".join(parts) if parts else "(no output)"
+
+
+class PythonInterpreter:
+    """A warm, sandboxed Python interpreter for one episode.
+
+    Args:
+        config: sandbox limits and backend.
+        workspace: host directory mounted as the interpreter's working directory.
+        uid: unprivileged user id to run as (bwrap backend with a root host), else None.
+        marker: string put in the worker's command line so its processes can be found.
+        capture: path (as seen by the worker) of the descriptor 1/2 capture file.
+
+    The interpreter starts lazily on the first :meth:`execute`.
+    """
+
+    def __init__(self, config: SandboxConfig, workspace: Path, *, uid: int | None = None,
+                 marker: str = "agentic-rl-sandbox", capture: str | None = None) -> None:
+        self.config, self.workspace, self.uid, self.marker = config, workspace, uid, marker
+        self.capture = capture or "/tmp/.agentic_rl_fd_output"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._buffer = b""
+
+    @property
+    def pid(self) -> int | None:
+        """Host pid of the sandbox's top process (bwrap or the worker), None if not running."""
+        return self._proc.pid if self._proc else None
+
+    def _argv(self) -> list[str]:
+        settings = worker_settings(self.config, self.uid, self.capture)
+        argv = [self.config.python, "-I", str(WORKER_PATH), json.dumps(settings), self.marker]
+        if self.config.backend == "bwrap":
+            return sandbox_command(self.config, self.workspace, argv)
+        warn_unsafe_local()
+        return argv
+
+    def start(self) -> None:
+        """Start the interpreter if it is not running.
+
+        Raises:
+            SandboxUnavailableError: the bwrap backend cannot run here.
+            SandboxError: the interpreter did not report ready within ``startup_timeout_s``.
+        """
+        if self._proc is not None:
+            return
+        argv = self._argv()
+        env = None
+        if self.config.backend == "unsafe_local":
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workspace),
+                   "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+        self._buffer = b""
+        self._proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=str(self.workspace), env=env, start_new_session=True, close_fds=True)
+        line = self._read_line(time.monotonic() + self.config.startup_timeout_s)
+        if line is None or not json.loads(line).get("ready"):
+            err = self._kill_and_reap()[1]
+            raise SandboxError(f"the sandboxed interpreter failed to start: {err.strip()}")
+
+    def _read_line(self, deadline: float) -> bytes | None:
+        """One protocol line, or None on EOF or deadline."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        limit = 16 * self.config.max_output_chars + (1 << 16)
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or len(self._buffer) > limit:
+                return None
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _kill_and_reap(self) -> tuple[int | None, str]:
+        """Kill the whole sandbox (process group and, for bwrap, its PID namespace)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None, ""
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.kill()
+        status = proc.wait()
+        err = b""
+        if proc.stderr is not None:
+            ready, _, _ = select.select([proc.stderr], [], [], 0)
+            err = os.read(proc.stderr.fileno(), 1 << 16) if ready else b""
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        return (128 - status if status < 0 else status), err.decode("utf-8", "replace")
+
+    def execute(self, code: str, timeout_s: float | None = None) -> ExecResult:
+        """Run ``code`` in the episode's interpreter and return what happened.
+
+        Never raises because of what the code does (timeouts, crashes and exits are flags on
+        the result).
+
+        Raises:
+            SandboxUnavailableError: the bwrap backend cannot run here.
+            SandboxError: the interpreter could not be (re)started.
+        """
+        start = time.monotonic()
+        self.start()
+        assert self._proc is not None and self._proc.stdin is not None
+        limit = self.config.timeout_s if timeout_s is None else timeout_s
+        try:
+            self._proc.stdin.write(json.dumps({"code": code}).encode() + b"\n")
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            pass
+        line = self._read_line(start + limit)
+        if line is None:
+            try:  # EOF: let it finish exiting so that its own status is reported
+                self._proc.wait(timeout=max(0.0, min(2.0, start + limit - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                pass
+            alive = self._proc.poll() is None
+            status, _ = self._kill_and_reap()
+            duration = time.monotonic() - start
+            if alive and duration >= limit:
+                return ExecResult(timed_out=True, duration_s=duration, exit_status=status,
+                                  stderr=f"TimeoutError: the call ran longer than {limit} s\n")
+            return ExecResult(exit_status=status, duration_s=duration,
+                              stderr="the interpreter stopped without replying\n")
+        reply = json.loads(line)
+        exit_status = reply.get("exit")
+        if exit_status is not None:
+            self._kill_and_reap()
+        return ExecResult(
+            stdout=reply["stdout"], stderr=reply["stderr"], value=reply["value"],
+            exit_status=exit_status, memory_exceeded=reply["memory_exceeded"],
+            output_truncated=reply["truncated"], exception=reply["exception"],
+            duration_s=time.monotonic() - start)
+
+    def close(self) -> None:
+        """Kill the interpreter and everything it started. Idempotent; never raises."""
+        self._kill_and_reap()
