@@ -1,4 +1,4 @@
-"""Command line: ``agentic-rl train | eval | envs``.
+"""Command line: ``agentic-rl train | eval | envs | audit``.
 
 Errors caused by user input (a wrong config key, an unknown env id, a missing model path or
 run directory) print one line ``error: …`` naming the culprit and exit with status 2.
@@ -141,6 +141,36 @@ def _cmd_envs(args) -> int:
     return 0
 
 
+def _cmd_audit(args) -> int:
+    from agentic_rl.errors import RunDirError
+    from agentic_rl.tools.audit import AUDIT_FILENAME, AuditLog
+
+    path = Path(args.run_dir) / AUDIT_FILENAME
+    if not path.is_file():
+        raise RunDirError(f"no audit log at {path}")
+    try:
+        records = AuditLog(path).read(tool=args.tool, decision=args.decision, trajectory_id=args.trajectory)
+    except ValueError as exc:
+        raise RunDirError(str(exc)) from exc
+    if args.json:
+        for record in records:
+            print(json.dumps(record, ensure_ascii=False))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{path} ({len(records)} records)")
+    for column in ("time", "trajectory", "turn", "tool", "decision", "rule", "ok", "s", "bytes", "arguments"):
+        table.add_column(column, justify="right" if column in ("turn", "s", "bytes") else "left")
+    for r in records:
+        table.add_row(str(r.get("time", ""))[:19], str(r.get("trajectory_id", ""))[:12], str(r.get("turn", "")),
+                      str(r.get("tool", "")), str(r.get("decision", "")), str(r.get("rule", "")), str(r.get("ok", "")),
+                      f"{r.get('duration_s', 0):.3f}", str(r.get("output_bytes", "")),
+                      json.dumps(r.get("arguments"), ensure_ascii=False)[:60])
+    Console().print(table)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``agentic-rl`` argument parser."""
     parser = argparse.ArgumentParser(prog="agentic-rl", description="Train LLM agents with reinforcement learning.")
@@ -157,6 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_cmd_eval)
     p = sub.add_parser("envs", help="list registered environments")
     p.set_defaults(fn=_cmd_envs)
+    p = sub.add_parser("audit", help="list the tool-call audit log of a run (RUN_DIR/audit.jsonl)")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--tool", help="only calls of this tool")
+    p.add_argument("--decision", choices=("allow", "deny", "error"), help="only calls with this decision")
+    p.add_argument("--trajectory", metavar="ID", help="only calls of this trajectory id")
+    p.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    p.set_defaults(fn=_cmd_audit)
     return parser
 
 

@@ -20,11 +20,19 @@ Reward (rubric)
     process ``tool_call_format`` (fraction of the episode's tool calls that parsed and ran
     without error; 0 if none) and ``answer_format`` (1 if the final reply has exactly one
     numeric answer tag); cost ``tool_calls`` (0.02 per call) and ``generated_tokens`` (0.0005
-    per sampled token); risk: none (the calculator has no side effects).
+    per sampled token); risk ``denied_calls`` (0.5), ``sandbox_limit_hits`` (0.1),
+    ``outside_workspace_attempts`` (0.5), counted from ``info["risk_events"]`` (always 0 with
+    the default policy: the calculator is read-only and allowed).
     ``step`` itself returns the outcome (1.0/0.0) on the final step and 0 before.
 Termination
     terminated = a final reply was given. This env never truncates; turn and token budgets
     are the rollout engine's.
+Tool execution
+    Every call goes through :class:`~agentic_rl.tools.executor.ToolExecutor`: permission check
+    (default: ``calculator`` allowed as ``read_only``, anything else denied; or the
+    ``permissions`` dict, a ``[tools.permissions]`` table), execution, audit record (when
+    ``audit_path`` is set), observation. ``reset(options={"trajectory_id": ...})`` names the
+    episode in the audit log (else a random id).
 Difficulty knobs
     ``levels`` (which levels, in order), e.g. ``levels=("direct",)`` for the warm-up.
 Known failure modes
@@ -36,12 +44,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from typing import Any
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.calculator_tasks import LEVELS, ArithmeticTask, make_task
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer, numbers_equal, parse_number
-from agentic_rl.tools import calculator, execute_tool_calls
+from agentic_rl.rewards.risk import risk_functions
+from agentic_rl.tools import calculator
+from agentic_rl.tools.audit import AuditLog
+from agentic_rl.tools.executor import ToolExecutor
+from agentic_rl.tools.permissions import PermissionPolicy
 from agentic_rl.tools.prompt import render_tool_system_prompt
 from agentic_rl.types import Action, Message, Observation, Trajectory
 
@@ -56,17 +69,24 @@ class CalculatorEnv(Env):
 
     Args:
         levels: difficulty levels to draw from (subset of ``direct``, ``multi_op``, ``word``).
+        permissions: a ``[tools.permissions]`` table; None allows ``calculator`` (read-only) only.
+        audit_path: JSON-lines audit log of every tool call; None audits nothing.
 
     Raises:
-        ValueError: an unknown level.
+        ValueError: an unknown level, or a wrong ``permissions`` key or value (named).
     """
 
     description = "Arithmetic questions (direct, multi-op, word problems) solved with a calculator tool"
 
-    def __init__(self, levels: tuple[str, ...] | list[str] = LEVELS):
+    def __init__(self, levels: tuple[str, ...] | list[str] = LEVELS, permissions: dict[str, Any] | None = None,
+                 audit_path: str | None = None):
         self.levels = tuple(levels)
         make_task(0, self.levels)  # validate levels now
         self.tools = {calculator.name: calculator}
+        policy = (PermissionPolicy.allow_all({calculator.name: "read_only"}) if permissions is None
+                  else PermissionPolicy.from_dict(permissions))
+        self.executor = ToolExecutor(self.tools, policy, AuditLog(audit_path) if audit_path else None)
+        self._trajectory_id = ""
         self.system_prompt = render_tool_system_prompt(INSTRUCTIONS, [t.schema() for t in self.tools.values()])
         self.task: ArithmeticTask | None = None
         self._done = False
@@ -74,13 +94,14 @@ class CalculatorEnv(Env):
         self._called = False
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
-        """Draw the task of ``seed`` (a random seed if None); options are not used."""
+        """Draw the task of ``seed`` (a random seed if None); ``options["trajectory_id"]`` names the episode in the audit log."""
         if seed is None:
             import random
 
             seed = random.SystemRandom().randrange(2**31)
         self.task = make_task(int(seed), self.levels)
         self._done, self._turn, self._called = False, 0, False
+        self._trajectory_id = str((options or {}).get("trajectory_id") or uuid.uuid4().hex)
         obs = Observation(
             messages=(Message("system", self.system_prompt), Message("user", self.task.question)),
             tools=tuple(t.schema() for t in self.tools.values()),
@@ -96,13 +117,16 @@ class CalculatorEnv(Env):
             raise EpisodeEndedError("step() called after the episode ended; call reset() first")
         self._turn += 1
         if action.tool_calls or action.tool_call_errors:
-            results = execute_tool_calls(action.tool_calls, action.tool_call_errors, self.tools)
+            report = self.executor.execute(action.tool_calls, action.tool_call_errors,
+                                           trajectory_id=self._trajectory_id, turn=self._turn - 1)
+            results = report.results
             self._called = True
             obs = Observation(messages=tuple(Message("tool", r.content) for r in results))
             info = {
                 "tool_calls": len(results),
                 "tool_errors": sum(not r.ok for r in results),
                 "tool_results": [dataclasses.asdict(r) for r in results],
+                "risk_events": list(report.risk_events),
             }
             return obs, 0.0, False, False, info
         self._done = True
@@ -135,6 +159,7 @@ class CalculatorEnv(Env):
                 RewardFunction("answer_format", RewardGroup.PROCESS, answer_format),
                 RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
                 RewardFunction("generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005),
+                *risk_functions(),
             ],
             weights,
         )

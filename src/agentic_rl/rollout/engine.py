@@ -131,7 +131,7 @@ def run_episodes(
 
 def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
     try:
-        obs, info = ep.env.reset(seed=ep.seed)
+        obs, info = ep.env.reset(seed=ep.seed, options={"trajectory_id": ep.key})
     except Exception as exc:  # noqa: BLE001 - a broken env fails its episode only
         log.exception("env reset failed (seed %s)", ep.seed)
         ep.stop, ep.info["failure"] = StopReason.ERROR, f"reset raised {type(exc).__name__}: {exc}"

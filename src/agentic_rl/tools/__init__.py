@@ -3,7 +3,10 @@
 Data flow: the assistant text goes through :func:`parse_tool_calls` (calls and parser errors),
 then :func:`execute_tool_calls` runs them against a ``{name: Tool}`` mapping and returns one
 ``ToolResult`` per call or error. :func:`render_tool_system_prompt` tells the policy which
-tools exist and how to call them.
+tools exist and how to call them. :class:`ToolExecutor` is the one execution path of an env:
+permission check (:class:`PermissionPolicy`) → execution → audit record (:class:`AuditLog`) →
+observation, with risk events for the rubric. :class:`EpisodeSandbox` gives an episode the
+sandboxed stateful ``python`` tool and workspace file tools (bubblewrap).
 
 Layer rule: this package imports only the standard library and :mod:`agentic_rl.types`.
 """
@@ -12,6 +15,11 @@ from agentic_rl.tools.base import Tool, ToolArgumentError, execute_tool_calls, t
 from agentic_rl.tools.calculator import CalculatorError, calculator, evaluate_arithmetic
 from agentic_rl.tools.parser import parse_tool_calls
 from agentic_rl.tools.prompt import render_tool_system_prompt
+from agentic_rl.tools.audit import AuditLog
+from agentic_rl.tools.executor import ExecutionReport, ToolExecutor
+from agentic_rl.tools.permissions import Decision, PermissionPolicy
+from agentic_rl.tools.sandbox import SandboxConfig, SandboxError, SandboxUnavailableError
+from agentic_rl.tools.episode import EpisodeSandbox
 
 __all__ = [
     "Tool",
@@ -23,4 +31,13 @@ __all__ = [
     "evaluate_arithmetic",
     "CalculatorError",
     "render_tool_system_prompt",
+    "AuditLog",
+    "Decision",
+    "EpisodeSandbox",
+    "ExecutionReport",
+    "PermissionPolicy",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxUnavailableError",
+    "ToolExecutor",
 ]

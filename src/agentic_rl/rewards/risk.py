@@ -1,0 +1,83 @@
+"""Built-in risk components (the C_risk group of the rubric).
+
+Environments that route tools through :class:`~agentic_rl.tools.executor.ToolExecutor` put the
+turn's risk events into the step info, ``info["risk_events"]``: a list of
+``{"category": str, "tool": str, "reason": str, ...}`` (``"denied": True`` on a refused call).
+The components count them over the whole trajectory (amounts >= 0, subtracted by the rubric):
+
+=============================  ==========================================================
+component                      counts
+=============================  ==========================================================
+``denied_calls``               events with ``denied`` true (any reason the policy refused)
+``sandbox_limit_hits``         events of category ``"sandbox_limit"`` (timeout, memory, ...)
+``outside_workspace_attempts`` events of category ``"path_outside_workspace"``
+=============================  ==========================================================
+
+A call denied for touching a path outside the workspace counts in both ``denied_calls`` and
+``outside_workspace_attempts``: it is both. Each component has its own weight and is logged
+like every rubric component (``reward/<name>``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from agentic_rl.rewards.rubric import RewardFunction, RewardGroup
+from agentic_rl.types import Trajectory
+
+__all__ = [
+    "risk_events",
+    "denied_calls",
+    "sandbox_limit_hits",
+    "outside_workspace_attempts",
+    "risk_functions",
+    "SANDBOX_LIMIT",
+    "PATH_OUTSIDE_WORKSPACE",
+]
+
+SANDBOX_LIMIT = "sandbox_limit"
+PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
+
+
+def risk_events(trajectory: Trajectory) -> Iterator[dict[str, Any]]:
+    """All risk events of the trajectory, turn by turn.
+
+    Raises:
+        TypeError: a turn's ``info["risk_events"]`` is not a list of dicts (a broken env must
+            fail the trajectory loudly, not score 0).
+    """
+    for turn in trajectory.turns:
+        events = turn.info.get("risk_events", [])
+        if not isinstance(events, (list, tuple)) or not all(isinstance(e, dict) for e in events):
+            raise TypeError(f"turn {turn.index}: info['risk_events'] must be a list of dicts, got {events!r}")
+        yield from events
+
+
+def denied_calls(trajectory: Trajectory) -> float:
+    """Number of tool calls the permission policy refused (a risk). Raises as :func:`risk_events`."""
+    return float(sum(bool(e.get("denied")) for e in risk_events(trajectory)))
+
+
+def sandbox_limit_hits(trajectory: Trajectory) -> float:
+    """Number of sandbox limit hits (timeout, memory, processes, ...). Raises as :func:`risk_events`."""
+    return float(sum(e.get("category") == SANDBOX_LIMIT for e in risk_events(trajectory)))
+
+
+def outside_workspace_attempts(trajectory: Trajectory) -> float:
+    """Number of attempts to touch a path outside the workspace. Raises as :func:`risk_events`."""
+    return float(sum(e.get("category") == PATH_OUTSIDE_WORKSPACE for e in risk_events(trajectory)))
+
+
+def risk_functions(denied: float = 0.5, sandbox_limit: float = 0.1,
+                   outside_workspace: float = 0.5) -> list[RewardFunction]:
+    """The three built-in risk components with their weights (w_f), ready for a Rubric.
+
+    Never raises.
+    """
+    return [
+        RewardFunction("denied_calls", RewardGroup.RISK, denied_calls, weight=denied),
+        RewardFunction("sandbox_limit_hits", RewardGroup.RISK, sandbox_limit_hits, weight=sandbox_limit),
+        RewardFunction("outside_workspace_attempts", RewardGroup.RISK, outside_workspace_attempts,
+                       weight=outside_workspace),
+    ]
