@@ -136,3 +136,16 @@ def test_config_validation_and_result_flags():
     with pytest.raises(ValueError, match="timeout_s"):
         SandboxConfig(timeout_s=0)
     assert not ExecResult(timed_out=True).ok and ExecResult(exit_status=0).ok
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_private_tmp_is_mounted_before_the_python_prefixes(tmp_path):
+    """A venv under the host's /tmp (e.g. a CI checkout) must stay visible inside the sandbox."""
+    import sys
+
+    from agentic_rl.tools.sandbox import SandboxConfig, sandbox_command
+
+    cmd = sandbox_command(SandboxConfig(), tmp_path, [sys.executable])
+    tmpfs = cmd.index("--tmpfs")
+    prefix_binds = [i for i, a in enumerate(cmd[:-1]) if a == "--ro-bind" and cmd[i + 1] == sys.prefix]
+    assert all(i > tmpfs for i in prefix_binds)

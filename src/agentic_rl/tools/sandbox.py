@@ -237,6 +237,9 @@ def sandbox_command(config: SandboxConfig, workspace: Path, argv: list[str]) -> 
     for name in _ETC_FILES:
         if (Path("/etc") / name).exists():
             cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    # the private /tmp comes before the Python prefixes: a venv that lives under the host's /tmp
+    # (a CI checkout, say) is then mounted on top of it instead of being hidden by it
+    cmd += ["--perms", "1777", "--size", str(config.tmp_bytes), "--tmpfs", "/tmp"]
     created = {"/usr", "/etc", "/tmp", "/proc", "/dev"}
     prefixes = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
                       | {sys.prefix, sys.base_prefix})
@@ -244,7 +247,6 @@ def sandbox_command(config: SandboxConfig, workspace: Path, argv: list[str]) -> 
         if not prefix.startswith("/usr/") and os.path.isdir(prefix):
             cmd += _mount_dirs(prefix, created) + ["--ro-bind", prefix, prefix]
     cmd += ["--proc", "/proc", "--dev", "/dev",
-            "--perms", "1777", "--size", str(config.tmp_bytes), "--tmpfs", "/tmp",
             "--bind", str(workspace), "/workspace", "--chdir", "/workspace",
             "--ro-bind", str(WORKER_PATH), _SANDBOX_WORKER,
             "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
