@@ -273,3 +273,15 @@ def test_scoring_with_gradient_checkpointing_matches_plain_scoring(tiny_model_di
     checkpointed, _ = score(model, batch)
     assert torch.allclose(plain, shared, atol=1e-5)
     assert torch.allclose(plain, checkpointed, atol=1e-5)
+
+
+def test_training_run_audits_every_tool_call(smoke_run):
+    """The run's envs write RUN_DIR/audit.jsonl with the run id and the trajectories' ids."""
+    from agentic_rl.tools.audit import AuditLog
+
+    _, run_dir, _ = smoke_run
+    records = list(AuditLog(run_dir / "audit.jsonl").read())
+    assert records and all(r["run_id"] == run_dir.name for r in records)
+    called = {rec["trajectory_id"] for rec in TrajectoryStore(run_dir / "trajectories.jsonl").read()
+              if any(t["action"]["tool_calls"] or t["action"]["tool_call_errors"] for t in rec["turns"])}
+    assert {r["trajectory_id"] for r in records} == called

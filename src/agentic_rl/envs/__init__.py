@@ -2,8 +2,8 @@
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.calculator import CalculatorEnv
-from agentic_rl.envs.registry import EnvSpec, make, register, registered
+from agentic_rl.envs.registry import EnvSpec, accepts, make, register, registered
 
 register("calculator-v0", CalculatorEnv, CalculatorEnv.description)
 
-__all__ = ["Env", "EnvSpec", "EpisodeEndedError", "EpisodeNotStartedError", "CalculatorEnv", "make", "register", "registered"]
+__all__ = ["Env", "EnvSpec", "EpisodeEndedError", "EpisodeNotStartedError", "CalculatorEnv", "accepts", "make", "register", "registered"]

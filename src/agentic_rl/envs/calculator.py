@@ -71,6 +71,7 @@ class CalculatorEnv(Env):
         levels: difficulty levels to draw from (subset of ``direct``, ``multi_op``, ``word``).
         permissions: a ``[tools.permissions]`` table; None allows ``calculator`` (read-only) only.
         audit_path: JSON-lines audit log of every tool call; None audits nothing.
+        run_id: written into every audit record.
 
     Raises:
         ValueError: an unknown level, or a wrong ``permissions`` key or value (named).
@@ -79,13 +80,14 @@ class CalculatorEnv(Env):
     description = "Arithmetic questions (direct, multi-op, word problems) solved with a calculator tool"
 
     def __init__(self, levels: tuple[str, ...] | list[str] = LEVELS, permissions: dict[str, Any] | None = None,
-                 audit_path: str | None = None):
+                 audit_path: str | None = None, run_id: str = ""):
         self.levels = tuple(levels)
         make_task(0, self.levels)  # validate levels now
         self.tools = {calculator.name: calculator}
         policy = (PermissionPolicy.allow_all({calculator.name: "read_only"}) if permissions is None
                   else PermissionPolicy.from_dict(permissions))
-        self.executor = ToolExecutor(self.tools, policy, AuditLog(audit_path) if audit_path else None)
+        self.executor = ToolExecutor(self.tools, policy, AuditLog(audit_path) if audit_path else None,
+                                     {"run_id": run_id})
         self._trajectory_id = ""
         self.system_prompt = render_tool_system_prompt(INSTRUCTIONS, [t.schema() for t in self.tools.values()])
         self.task: ArithmeticTask | None = None

@@ -54,6 +54,20 @@ def make(env_id: str, **kwargs: Any) -> Env:
     return env
 
 
+def accepts(env_id: str, parameter: str) -> bool:
+    """True when the factory of a registered env takes a keyword ``parameter`` (e.g. ``audit_path``).
+
+    Raises:
+        UnknownEnvError: the id is not registered.
+    """
+    import inspect
+
+    spec = _REGISTRY.get(env_id)
+    if spec is None:
+        raise UnknownEnvError(f"unknown env id {env_id!r}; registered: {', '.join(sorted(_REGISTRY)) or 'none'}")
+    return parameter in inspect.signature(spec.factory).parameters
+
+
 def registered() -> list[EnvSpec]:
     """All registered env specs, sorted by id."""
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]

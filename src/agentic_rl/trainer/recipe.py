@@ -31,7 +31,7 @@ import torch
 
 from agentic_rl.algorithms import get_advantage_estimator
 from agentic_rl.config import TrainConfig, load_config, save_config
-from agentic_rl.envs import make
+from agentic_rl.envs import accepts, make
 from agentic_rl.policy.chat import ChatFormat
 from agentic_rl.policy.hf import HFPolicy
 from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
@@ -133,6 +133,17 @@ def setup(config: TrainConfig, run_dir: Path) -> Run:
     )
 
 
+def env_kwargs(run: Run, **extra: Any) -> dict[str, Any]:
+    """Constructor arguments of the run's envs: ``env.kwargs``, ``extra``, and, for envs that
+    take them, the run's audit log (``RUN_DIR/audit.jsonl``) and run id."""
+    kwargs = {**run.config.env.kwargs, **extra}
+    if accepts(run.config.env.id, "audit_path"):
+        kwargs.setdefault("audit_path", str(run.run_dir / "audit.jsonl"))
+    if accepts(run.config.env.id, "run_id"):
+        kwargs.setdefault("run_id", run.run_dir.name)
+    return kwargs
+
+
 def _optimizer(run: Run, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
     params = [p for p in run.model.parameters() if p.requires_grad]
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
@@ -148,7 +159,7 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
     progress("eval", 0, 1, f"evaluating ({tag}) on {cfg.eval.size} held-out tasks")
     started = time.perf_counter()
     seeds = range(cfg.eval.seed_start, cfg.eval.seed_start + cfg.eval.size)
-    metrics, trajectories = evaluate(run.policy, run.chat, cfg.env.id, cfg.env.kwargs, seeds, cfg.rollout, cfg.reward)
+    metrics, trajectories = evaluate(run.policy, run.chat, cfg.env.id, env_kwargs(run), seeds, cfg.rollout, cfg.reward)
     row = {"phase": "eval", "tag": tag, "rl_step": rl_step, "step": rl_step, **metrics,
            "perf/eval_seconds": time.perf_counter() - started}
     run.metrics.write(row)
@@ -162,7 +173,7 @@ def oracle_demonstrations(run: Run) -> list[Trajectory]:
     """Roll out the env oracle on the warm-up seeds through the normal token-in/token-out path."""
     cfg = run.config
     seeds = list(range(cfg.warmup.seed_start, cfg.warmup.seed_start + cfg.warmup.num_demos))
-    envs = [make(cfg.env.id, **{**cfg.env.kwargs, **cfg.warmup.env_kwargs}) for _ in seeds]
+    envs = [make(cfg.env.id, **env_kwargs(run, **cfg.warmup.env_kwargs)) for _ in seeds]
     oracle = ScriptedPolicy(run.chat, lambda i, _context: envs[i].oracle_reply() or "")
     demos = run_episodes(oracle, run.chat, envs, seeds, [f"demo-{s}" for s in seeds], cfg.rollout)
     rubric = envs[0].rubric(cfg.reward)
@@ -210,7 +221,7 @@ def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: An
     t0 = time.perf_counter()
     task_seeds = [cfg.env.train_seed_start + step * alg.tasks_per_step + j for j in range(alg.tasks_per_step)]
     seeds = [s for s in task_seeds for _ in range(alg.group_size)]
-    envs = [make(cfg.env.id, **cfg.env.kwargs) for _ in seeds]
+    envs = [make(cfg.env.id, **env_kwargs(run)) for _ in seeds]
     trajectories = run_episodes(run.policy, run.chat, envs, seeds, [f"rl-{step}-{s}" for s in seeds], cfg.rollout)
     rubric = envs[0].rubric(cfg.reward)
     trajectories = [rubric.apply(t) for t in trajectories]
