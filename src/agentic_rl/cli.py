@@ -105,6 +105,10 @@ def _cmd_train(args) -> int:
     if resume is not None and (args.config or args.set):
         raise AgenticRLError("--resume continues a run with its own config.toml; --config/--set cannot be combined with it")
     config = None if resume else load_config(args.config, args.set)
+    if config is not None:
+        from agentic_rl.trainer.recipe import validate
+
+        validate(config)  # wrong env id / kwargs / model path: one error line before any output
     with _RichProgress(console) as progress:
         if config is not None:
             console.log(f"training [bold]{config.name}[/bold] on {config.env.id} with model {config.model.path}")
@@ -205,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except AgenticRLError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print("error: " + " ".join(str(exc).split()), file=sys.stderr)  # always one line
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

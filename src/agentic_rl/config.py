@@ -182,6 +182,8 @@ def _check_value(key: str, hint: Any, value: Any, source: str) -> Any:
     if not ok:
         name = getattr(hint, "__name__", str(hint))
         raise ConfigError(f"{source}: key '{key}' must be {name}, got {type(value).__name__} {value!r}")
+    if key == "name" and (not value or value in (".", "..") or "/" in value or "\\" in value):
+        raise ConfigError(f"{source}: key 'name' must be a plain directory name, got {value!r}")
     if key in _POSITIVE and not value > 0:
         raise ConfigError(f"{source}: key '{key}' must be > 0, got {value!r}")
     if key in _NON_NEGATIVE and value < 0:
@@ -243,8 +245,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
             data = tomllib.loads(Path(path).read_text())
         except FileNotFoundError:
             raise ConfigError(f"config file not found: {path}") from None
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     for item in overrides:
         keys, value = _parse_override(item)
         node = data

@@ -81,8 +81,8 @@ class CalculatorEnv(Env):
 
     def __init__(self, levels: tuple[str, ...] | list[str] = LEVELS, permissions: dict[str, Any] | None = None,
                  audit_path: str | None = None, run_id: str = ""):
-        self.levels = tuple(levels)
-        make_task(0, self.levels)  # validate levels now
+        self.levels = levels if isinstance(levels, str) else tuple(levels)
+        make_task(0, self.levels)  # validate levels now (a bare string is rejected there)
         self.tools = {calculator.name: calculator}
         policy = (PermissionPolicy.allow_all({calculator.name: "read_only"}) if permissions is None
                   else PermissionPolicy.from_dict(permissions))

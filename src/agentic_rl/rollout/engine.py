@@ -53,7 +53,7 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.max_new_tokens < 1 or self.max_total_tokens < 2:
-            raise ValueError("rollout budgets must be positive")
+            raise ValueError("rollout budgets: max_turns and max_new_tokens must be >= 1, max_total_tokens >= 2")
 
 
 @dataclass

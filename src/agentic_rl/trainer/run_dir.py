@@ -21,9 +21,18 @@ from agentic_rl.trajectories import TrajectoryStore
 
 
 def new_run_dir(output_dir: str, name: str) -> Path:
-    """Create ``output_dir/name`` (or ``name-2``, ``name-3``… if taken) and return it."""
+    """Create ``output_dir/name`` (or ``name-2``, ``name-3``… if taken) and return it.
+
+    Raises:
+        ConfigError: ``output_dir`` exists and is not a directory.
+    """
+    from agentic_rl.errors import ConfigError
+
     root = Path(output_dir)
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ConfigError(f"output_dir is not a directory: {output_dir}") from None
     candidate, k = root / name, 1
     while True:
         try:

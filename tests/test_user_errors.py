@@ -1,0 +1,52 @@
+"""User mistakes found by a fresh-user session: each must be one ``error:`` line, exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentic_rl.cli import main
+
+
+def _error_line(capsys, argv) -> str:
+    rc = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error:"), err
+    return err[0]
+
+
+def test_a_gguf_path_that_is_not_gguf(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("AGENTIC_RL_CACHE", str(tmp_path / "cache"))
+    bad = tmp_path / "model.gguf"
+    bad.write_text("not a gguf")
+    assert "not a loadable GGUF model" in _error_line(capsys, ["train", "--set", f"model.path='{bad}'"])
+
+
+def test_a_model_directory_without_a_model(tmp_path, capsys):
+    (tmp_path / "config.json").write_text("{}")
+    assert "no loadable" in _error_line(capsys, ["eval", "--model", str(tmp_path)])
+
+
+def test_config_path_is_a_directory(tmp_path, capsys):
+    assert "cannot read config file" in _error_line(capsys, ["train", "--config", str(tmp_path)])
+
+
+def test_config_file_is_binary(tmp_path, capsys):
+    path = tmp_path / "bin.toml"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    assert "not valid TOML" in _error_line(capsys, ["train", "--config", str(path)])
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", ""])
+def test_run_name_must_be_a_plain_directory_name(name, capsys):
+    assert "'name'" in _error_line(capsys, ["train", "--set", f"name='{name}'"])
+
+
+def test_output_dir_that_is_a_file(tmp_path, capsys):
+    path = tmp_path / "file"
+    path.write_text("")
+    line = _error_line(capsys, ["train", "--set", f"output_dir='{path}'", "--set", "eval.base=false"])
+    assert "output_dir is not a directory" in line
+
+
+def test_levels_given_as_a_string(capsys):
+    assert "non-empty list" in _error_line(capsys, ["train", "--set", "env.kwargs={levels='direct'}"])
