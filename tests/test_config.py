@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from agentic_rl.config import (
@@ -11,7 +13,6 @@ from agentic_rl.config import (
     TrainConfig,
     config_to_dict,
     load_config,
-    replace,
     save_config,
 )
 from agentic_rl.errors import ConfigError
@@ -220,7 +221,7 @@ def test_save_then_load_round_trips(tmp_path):
 def test_config_to_dict_and_replace():
     d = config_to_dict(TrainConfig())
     assert d["algorithm"]["steps"] == TrainConfig().algorithm.steps and d["rollout"]["max_turns"] == RolloutConfig().max_turns
-    assert replace(TrainConfig(), name="x").name == "x"
+    assert dataclasses.replace(TrainConfig(), name="x").name == "x"
 
 
 def test_shipped_default_toml_equals_the_built_in_defaults():

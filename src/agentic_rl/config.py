@@ -267,9 +267,4 @@ def save_config(config: TrainConfig, path: Path) -> None:
     path.write_text(tomli_w.dumps(config_to_dict(config)))
 
 
-def replace(config: TrainConfig, **changes: Any) -> TrainConfig:
-    """``dataclasses.replace`` for the top level (a typed copy with some fields changed)."""
-    return dataclasses.replace(config, **changes)
-
-
 

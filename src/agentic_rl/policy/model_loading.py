@@ -14,6 +14,7 @@ loads take about a second and give bit-identical logits.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
@@ -85,6 +86,13 @@ def resolve_model_dir(model: str) -> Path:
 
 
 def _file_digest(path: Path) -> str:
+    stat = path.stat()
+    return _digest(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    """Content hash of a file; cached per (path, size, mtime) so a run hashes the 98 MB GGUF once."""
     import hashlib
 
     h = hashlib.sha256()
