@@ -27,3 +27,8 @@ class ModelNotFoundError(AgenticRLError):
 
 class RunDirError(AgenticRLError):
     """A run directory is missing or holds no checkpoint to resume from."""
+
+
+class EnvUnavailableError(AgenticRLError):
+    """A registered env cannot be made here: its optional package or its offline assets (a word
+    corpus, generated game files) are missing. The message names what is missing and how to get it."""
