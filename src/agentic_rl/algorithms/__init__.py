@@ -1,7 +1,13 @@
-"""Pure, tested RL algorithm functions: advantages (credit assignment), losses, KL estimators.
+"""Pure, tested RL algorithm functions: advantages (credit assignment), returns, losses, KL.
 
-Torch and stdlib only. Registries (``ADVANTAGE_ESTIMATORS``, ``KL_ESTIMATORS``) map the names
-users type in configs to functions; everything else is a direct import.
+Torch and stdlib only (plus :mod:`agentic_rl.types` in ``trajectory_steps``). Registries
+(``ADVANTAGE_ESTIMATORS``, ``KL_ESTIMATORS``) map the names users type in configs to functions;
+the recipe-level algorithm names (``algorithm.name``) live in :mod:`agentic_rl.trainer.credit`.
+
+Modules: ``advantages`` (GRPO, Dr. GRPO, RLOO: one number per trajectory), ``returns``
+(discounted returns, GAE(λ), REINFORCE++ over tokens or turns), ``turn_credit`` (GiGPO,
+turn-level process credit), ``trajectory_steps`` (per-turn rewards, anchors, token ↔ turn map
+read off a Trajectory), ``losses`` (PPO clip, value loss, KL k1/k2/k3, entropy, aggregation).
 """
 
 from agentic_rl.algorithms.advantages import (
@@ -14,28 +20,52 @@ from agentic_rl.algorithms.advantages import (
 )
 from agentic_rl.algorithms.losses import (
     KL_ESTIMATORS,
+    LOSS_AGGREGATIONS,
+    aggregate_loss,
     entropy_from_logits,
+    get_kl_estimator,
     kl_k1,
     kl_k2,
     kl_k3,
     masked_mean,
     ppo_clip_loss,
     token_logprobs_from_logits,
+    token_loss_weights,
+    value_loss,
 )
+from agentic_rl.algorithms.returns import (
+    discounted_returns,
+    gae_advantages,
+    masked_whiten,
+    reinforce_pp_advantages,
+)
+from agentic_rl.algorithms.turn_credit import gigpo_advantages, turn_process_advantages, turns_to_tokens
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "KL_ESTIMATORS",
+    "LOSS_AGGREGATIONS",
+    "aggregate_loss",
     "broadcast_to_tokens",
+    "discounted_returns",
     "dr_grpo_advantages",
     "entropy_from_logits",
+    "gae_advantages",
     "get_advantage_estimator",
+    "get_kl_estimator",
+    "gigpo_advantages",
     "grpo_advantages",
     "kl_k1",
     "kl_k2",
     "kl_k3",
     "masked_mean",
+    "masked_whiten",
     "ppo_clip_loss",
+    "reinforce_pp_advantages",
     "rloo_advantages",
     "token_logprobs_from_logits",
+    "token_loss_weights",
+    "turn_process_advantages",
+    "turns_to_tokens",
+    "value_loss",
 ]

@@ -9,6 +9,10 @@ Dr.GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training: A Critical Persp
          arXiv:2503.20783): drop the std division, which up-weights groups that are nearly
          all right or all wrong:
            A_i = r_i - mean_g
+GRPO with batch-scope std (Liu et al. 2025, "Tricks or Traps? A Deep Dive into RL for LLM
+        Reasoning", arXiv:2508.08221; also the REINFORCE++-baseline normaliser): centre within the
+        group, scale by the std of the whole batch, so a nearly-constant group is not blown up:
+           A_i = (r_i - mean_g) / (std_batch + eps)
 RLOO   (Ahmadian et al. 2024, "Back to Basics: Revisiting REINFORCE Style Optimization ...",
         arXiv:2402.14740): leave-one-out baseline, so the baseline does not depend on r_i:
            A_i = r_i - (1 / (n_g - 1)) * sum_{j in g, j != i} r_j  =  n_g/(n_g-1) * (r_i - mean_g)
@@ -92,27 +96,36 @@ def grpo_advantages(
     *,
     normalize_std: bool = True,
     eps: float = 1e-6,
+    std_scope: str = "group",
 ) -> Tensor:
     """GRPO group-normalised advantages (Shao et al. 2024, arXiv:2402.03300).
 
     A_i = (r_i - mean_g) / (std_g + eps), mean and population std (unbiased=False) over the
-    members of i's group g. With ``normalize_std=False`` this is Dr. GRPO (Liu et al. 2025):
-    A_i = r_i - mean_g. Groups whose rewards are all equal (including size-1 groups) get
-    exactly 0.0.
+    members of i's group g. With ``std_scope="batch"`` the divisor is the population std of all
+    N rewards instead (group mean, batch std; arXiv:2508.08221). With ``normalize_std=False``
+    this is Dr. GRPO (Liu et al. 2025): A_i = r_i - mean_g. Groups whose rewards are all equal
+    (including size-1 groups) get exactly 0.0.
 
     Args:
         rewards: [N] float, one scalar reward per trajectory.
         group_ids: length N, any hashable; equal ids form one group (order irrelevant).
         normalize_std: divide by the group std (GRPO) or not (Dr. GRPO).
         eps: added to the std before dividing.
+        std_scope: ``"group"`` (std of i's group) or ``"batch"`` (std of all N rewards).
 
     Returns:
         [N] advantages, dtype of ``rewards`` (at least float32), no grad.
+
+    Raises:
+        ValueError: bad shapes, non-finite rewards, or an unknown ``std_scope``.
     """
+    if std_scope not in ("group", "batch"):
+        raise ValueError(f"std_scope must be 'group' or 'batch', got {std_scope!r}")
     s = _GroupStats(rewards, group_ids)
     adv = s.r - s.mean
     if normalize_std:
-        adv = adv / (s.std + eps)
+        std = s.std if std_scope == "group" else s.r.std(unbiased=False).expand_as(s.r)
+        adv = adv / (std + eps)
     return s.finish(adv)
 
 

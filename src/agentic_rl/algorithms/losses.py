@@ -17,10 +17,16 @@ Deviations and choices:
   (NaN, -inf) reaches neither the loss nor the gradients.
 - Log-ratios and logprobs are computed in float32 even when the inputs are bf16/fp16.
 
+Loss aggregation (token-mean, seq-mean-token-mean, seq-mean-token-sum / C) and its bias: see
+``token_loss_weights``. Clipped value loss for PPO with a value model: ``value_loss``.
+
 KL estimators (J. Schulman, "Approximating KL Divergence", 2020,
 http://joschu.net/blog/kl-approx.html), samples from the policy, d = ref_logp - logp:
     k1 = -d,   k2 = d^2 / 2,   k3 = exp(d) - d - 1  (unbiased for KL(pi||ref), always >= 0;
     the one GRPO uses).
+A KL estimate is used either as a loss term, loss += β·agg(k) (GRPO), or as a per-token reward
+penalty r_t −= β·k_t folded into the returns before the advantages (InstructGPT, Ouyang et al.
+2022, arXiv:2203.02155, eq. 2; REINFORCE++): the trainer's ``algorithm.kl_mode`` picks.
 
 Token logprobs are log_softmax(logits / temperature)[target], computed in row chunks by a
 small custom autograd function so neither forward nor backward holds a float32 copy of the
@@ -36,13 +42,18 @@ from torch import Tensor
 
 __all__ = [
     "KL_ESTIMATORS",
+    "LOSS_AGGREGATIONS",
+    "aggregate_loss",
     "entropy_from_logits",
+    "get_kl_estimator",
     "kl_k1",
     "kl_k2",
     "kl_k3",
     "masked_mean",
     "ppo_clip_loss",
     "token_logprobs_from_logits",
+    "token_loss_weights",
+    "value_loss",
 ]
 
 
@@ -83,6 +94,7 @@ def ppo_clip_loss(
     clip_eps_low: float = 0.2,
     clip_eps_high: float = 0.2,
     normalizer: float | None = None,
+    dual_clip: float | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """PPO clipped surrogate loss (Schulman et al. 2017, arXiv:1707.06347), token-mean.
 
@@ -97,6 +109,11 @@ def ppo_clip_loss(
         loss_mask: [B, T] bool or 0/1; 0 for prompt, env/tool and padding tokens.
         clip_eps_low, clip_eps_high: clip range [1 - low, 1 + high] (DAPO clip-higher).
         normalizer: see ``masked_mean``.
+        dual_clip: c > 1 or None. Dual-clip PPO (Ye et al. 2020, "Mastering Complex Control in
+            MOBA Games with Deep Reinforcement Learning", arXiv:1912.09729, eq. 5): for A < 0
+            the objective is max(min(rho·A, clip(rho)·A), c·A), so a huge ratio on a negative
+            advantage (a token the sampler found unlikely) cannot produce an unbounded loss;
+            such tokens get zero gradient.
 
     Returns:
         (scalar loss, metrics) where metrics, averaged over masked tokens, are
@@ -115,7 +132,12 @@ def ppo_clip_loss(
     adv = torch.where(keep, advantages.detach().float(), zero)
     ratio = torch.exp(log_ratio)
     clipped_ratio = ratio.clamp(1.0 - clip_eps_low, 1.0 + clip_eps_high)
-    per_token = -torch.minimum(ratio * adv, clipped_ratio * adv)
+    objective = torch.minimum(ratio * adv, clipped_ratio * adv)
+    if dual_clip is not None:
+        if not dual_clip > 1.0:
+            raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
+        objective = torch.where(adv < 0, torch.maximum(objective, dual_clip * adv), objective)
+    per_token = -objective
     loss = masked_mean(per_token, loss_mask, normalizer)
 
     with torch.no_grad():
@@ -250,3 +272,154 @@ def token_logprobs_from_logits(
     flat_targets = target_ids.reshape(-1).long()
     out = _ChunkedTokenLogprobs.apply(flat_logits, flat_targets, float(temperature), chunk_size)
     return out.reshape(target_ids.shape)
+
+
+def get_kl_estimator(name: str) -> Callable[[Tensor, Tensor], Tensor]:
+    """Look up ``k1``/``k2``/``k3`` (Schulman 2020) by name.
+
+    Raises:
+        KeyError: unknown name; the message lists the known names.
+    """
+    try:
+        return KL_ESTIMATORS[name]
+    except KeyError:
+        raise KeyError(f"unknown KL estimator {name!r}; known: {', '.join(sorted(KL_ESTIMATORS))}") from None
+
+
+#: loss aggregation modes (see :func:`token_loss_weights`)
+LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+
+
+def token_loss_weights(
+    tokens_per_seq: Tensor,
+    mode: str = "token-mean",
+    *,
+    norm_constant: float | None = None,
+) -> Tensor:
+    """Per-token weights w_i of each sequence so that loss = Σ_i Σ_{t ∈ i} w_i · L_{i,t}.
+
+    With n sequences and T_i trained tokens in sequence i:
+
+    - ``token-mean`` (DAPO, Yu et al. 2025, arXiv:2503.14476): w_i = 1 / Σ_j T_j. Every token
+      weighs the same; a long sequence moves the policy more than a short one. The normaliser
+      depends on the sampled lengths, so the loss scale varies a little from batch to batch.
+    - ``seq-mean-token-mean`` (the original GRPO, Shao et al. 2024, arXiv:2402.03300, eq. 3):
+      w_i = 1 / (n · T_i). Each sequence weighs the same, so a token of a long sequence weighs
+      less: long wrong answers are penalised less per token and short right ones rewarded more
+      — the length bias Liu et al. 2025 (Dr. GRPO, arXiv:2503.20783, sec. 3.1) point out.
+    - ``seq-mean-token-sum`` (Dr. GRPO, arXiv:2503.20783): w_i = 1 / (n · C) for a constant C
+      (e.g. the generation budget in tokens). The gradient is the unbiased sequence-level
+      policy gradient scaled by 1/C: no length bias, but its size grows with the lengths.
+
+    Args:
+        tokens_per_seq: [n] trained-token counts T_i (≥ 0).
+        mode: one of :data:`LOSS_AGGREGATIONS`.
+        norm_constant: C (> 0), required by ``seq-mean-token-sum``.
+
+    Returns:
+        [n] float32 weights (0 for sequences without tokens under ``seq-mean-token-mean``).
+
+    Raises:
+        ValueError: unknown mode, empty input, no tokens at all, or a missing/invalid C.
+    """
+    if mode not in LOSS_AGGREGATIONS:
+        raise ValueError(f"unknown loss aggregation {mode!r}; known: {', '.join(LOSS_AGGREGATIONS)}")
+    counts = tokens_per_seq.to(torch.float64)
+    if counts.dim() != 1 or counts.numel() == 0 or bool((counts < 0).any()):
+        raise ValueError(f"tokens_per_seq must be a non-empty 1-D count tensor, got {tokens_per_seq}")
+    if counts.sum() == 0:
+        raise ValueError("no trained tokens to aggregate over")
+    n = counts.numel()
+    if mode == "token-mean":
+        w = torch.full_like(counts, 1.0 / float(counts.sum()))
+    elif mode == "seq-mean-token-mean":
+        w = torch.where(counts > 0, 1.0 / (n * counts.clamp(min=1)), torch.zeros_like(counts))
+    else:
+        if norm_constant is None or not norm_constant > 0:
+            raise ValueError(f"seq-mean-token-sum needs a norm_constant > 0, got {norm_constant}")
+        w = torch.full_like(counts, 1.0 / (n * float(norm_constant)))
+    return w.float()
+
+
+def aggregate_loss(
+    per_token: Tensor,
+    mask: Tensor,
+    mode: str = "token-mean",
+    *,
+    norm_constant: float | None = None,
+) -> Tensor:
+    """Reduce a per-token loss [n, T] to a scalar with one of the modes of :func:`token_loss_weights`.
+
+    loss = Σ_i w_i Σ_t mask_it · L_it; masked positions are dropped with ``torch.where`` (NaN there
+    never propagates).
+
+    Args:
+        per_token: [n, T] loss per token. mask: [n, T] bool or 0/1 (trained tokens).
+        mode, norm_constant: see :func:`token_loss_weights`.
+
+    Returns:
+        scalar tensor (grad flows to ``per_token``).
+    """
+    if per_token.dim() != 2 or per_token.shape != mask.shape:
+        raise ValueError(f"per_token {tuple(per_token.shape)} and mask {tuple(mask.shape)} must both be [n, T]")
+    keep = mask != 0
+    w = token_loss_weights(keep.sum(dim=1), mode, norm_constant=norm_constant).to(per_token.device)
+    x = torch.where(keep, per_token, torch.zeros_like(per_token))
+    return (x.sum(dim=1) * w.to(x.dtype)).sum()
+
+
+def value_loss(
+    values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    mask: Tensor,
+    *,
+    clip_eps: float | None = 0.2,
+    normalizer: float | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """Clipped value loss of PPO (Schulman et al. 2017, arXiv:1707.06347; the clipped form of
+    OpenAI baselines ``ppo2`` and Andrychowicz et al. 2021, arXiv:2006.05990, sec. 3.2):
+
+        V_clip = V_old + clip(V − V_old, −ε, ε)
+        L_t = ½ · max((V − R)², (V_clip − R)²)          (½ · (V − R)² when clip_eps is None)
+
+    averaged over the masked positions as :func:`masked_mean` (``normalizer`` as there).
+
+    Args:
+        values: [...] current value predictions (with grad). old_values: [...] the predictions
+            when the data was collected. returns: [...] targets R (e.g. GAE λ-returns).
+        mask: [...] bool or 0/1 (or weights). clip_eps: ε > 0 or None (no clipping).
+
+    Returns:
+        (scalar loss, metrics ``value_clip_fraction``, ``explained_variance``
+        = 1 − Var(R − V) / Var(R), the fraction of the returns' variance the values explain).
+
+    Raises:
+        ValueError: shapes differ or clip_eps ≤ 0.
+    """
+    for name, t in (("old_values", old_values), ("returns", returns), ("mask", mask)):
+        if t.shape != values.shape:
+            raise ValueError(f"{name} has shape {tuple(t.shape)}, values {tuple(values.shape)}")
+    if clip_eps is not None and not clip_eps > 0:
+        raise ValueError(f"clip_eps must be > 0 or None, got {clip_eps}")
+    keep = mask != 0
+    zero = torch.zeros((), dtype=torch.float32, device=values.device)
+    v = torch.where(keep, values.float(), zero)
+    target = torch.where(keep, returns.detach().float(), zero)
+    unclipped = (v - target) ** 2
+    if clip_eps is None:
+        per_token = 0.5 * unclipped
+        clipped_frac = 0.0
+    else:
+        old = torch.where(keep, old_values.detach().float(), zero)
+        v_clip = old + (v - old).clamp(-clip_eps, clip_eps)
+        clipped = (v_clip - target) ** 2
+        per_token = 0.5 * torch.maximum(unclipped, clipped)
+        clipped_frac = masked_mean((clipped > unclipped).float(), mask).item()
+    loss = masked_mean(per_token, mask, normalizer)
+    with torch.no_grad():
+        r = target[keep].double()
+        resid = (target - v)[keep].double()
+        var = r.var(unbiased=False) if r.numel() else torch.zeros(())
+        explained = float(1.0 - resid.var(unbiased=False) / var) if r.numel() and var > 0 else 0.0
+    return loss, {"value_clip_fraction": clipped_frac, "explained_variance": explained}
