@@ -2,8 +2,12 @@
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.calculator import CalculatorEnv
+from agentic_rl.envs.code_repair import CodeRepairEnv
 from agentic_rl.envs.registry import EnvSpec, accepts, make, register, registered
+from agentic_rl.envs.search_qa import SearchQAEnv
 
 register("calculator-v0", CalculatorEnv, CalculatorEnv.description)
+register("code-repair-v0", CodeRepairEnv, CodeRepairEnv.description)
+register("search-qa-v0", SearchQAEnv, SearchQAEnv.description)
 
-__all__ = ["Env", "EnvSpec", "EpisodeEndedError", "EpisodeNotStartedError", "CalculatorEnv", "accepts", "make", "register", "registered"]
+__all__ = ["Env", "EnvSpec", "EpisodeEndedError", "EpisodeNotStartedError", "CalculatorEnv", "CodeRepairEnv", "SearchQAEnv", "accepts", "make", "register", "registered"]
