@@ -1,0 +1,64 @@
+"""Text games as multi-turn POMDP environments: Gymnasium toy-text and TextArena games.
+
+Registered ids (see each module's docstring for observation text, action syntax, reward and
+horizon):
+
+=========================  ==================================================================
+``frozenlake-v0``          FrozenLake, not slippery, a random solvable 4×4 map per seed
+``frozenlake-slippery-v0`` FrozenLake, slippery ice
+``taxi-v0``                Taxi-v4
+``cliffwalking-v0``        CliffWalking-v1
+``ta-guessthenumber-v0``   TextArena GuessTheNumber (1–20, 10 guesses)
+``ta-towerofhanoi-v0``     TextArena TowerOfHanoi (3 disks)
+``ta-mastermind-v0``       TextArena Mastermind (4 of 6 digits)
+``ta-minesweeper-v0``      TextArena Minesweeper (5×5, 5 mines)
+``ta-sudoku-v0``           TextArena Sudoku (75 clues)
+``ta-countdown-v0``        TextArena Countdown (a seeded, solvable target)
+``ta-wordle-v0``           TextArena Wordle (needs NLTK corpora; fails at make time offline)
+``ta-hangman-v0``          TextArena Hangman (needs the NLTK words corpus)
+=========================  ==================================================================
+
+Gymnasium ids not listed play through :class:`GymTextEnv` directly, e.g.
+``register("mygame-v0", GymTextEnv, "...", gym_id="Blackjack-v1", action_names=["stick", "hit"])``.
+The TextArena games need the ``games`` extra (``pip install 'agentic-rl[games]'``); without it
+their ids stay registered and ``make`` says what to install.
+
+Per-turn rewards: every game env puts the game's reward of each turn in
+``info["turn_reward"]`` (:data:`TURN_REWARD`), so it is kept on each ``Turn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agentic_rl.envs.games.gym_adapter import GymTextEnv
+from agentic_rl.envs.games.gym_games import CliffWalkingTextEnv, FrozenLakeTextEnv, TaxiTextEnv
+from agentic_rl.envs.games.rubric import TURN_REWARD, game_rubric
+from agentic_rl.envs.games.textarena_adapter import TextArenaEnv
+
+#: TextArena game -> registered id
+TEXTARENA_IDS = {
+    "GuessTheNumber": "ta-guessthenumber-v0",
+    "TowerOfHanoi": "ta-towerofhanoi-v0",
+    "Mastermind": "ta-mastermind-v0",
+    "Minesweeper": "ta-minesweeper-v0",
+    "Sudoku": "ta-sudoku-v0",
+    "Countdown": "ta-countdown-v0",
+    "Wordle": "ta-wordle-v0",
+    "Hangman": "ta-hangman-v0",
+}
+
+
+def register_game_envs(register: Callable[..., None]) -> None:
+    """Register the game envs with ``register(env_id, factory, description, **kwargs)``."""
+    register("frozenlake-v0", FrozenLakeTextEnv, "FrozenLake (not slippery): walk from S to G on a random 4x4 map")
+    register("frozenlake-slippery-v0", FrozenLakeTextEnv, "FrozenLake on slippery ice (random 4x4 map)",
+             is_slippery=True)
+    register("taxi-v0", TaxiTextEnv, TaxiTextEnv.description)
+    register("cliffwalking-v0", CliffWalkingTextEnv, CliffWalkingTextEnv.description)
+    for game, env_id in TEXTARENA_IDS.items():
+        register(env_id, TextArenaEnv, f"TextArena {game} (single player)", game=game)
+
+
+__all__ = ["GymTextEnv", "FrozenLakeTextEnv", "TaxiTextEnv", "CliffWalkingTextEnv", "TextArenaEnv", "TURN_REWARD",
+           "TEXTARENA_IDS", "game_rubric", "register_game_envs"]

@@ -1,0 +1,143 @@
+"""Registered Gymnasium toy-text games (Gymnasium 1.4.0) as text POMDPs.
+
+All share the adapter's contract (:mod:`agentic_rl.envs.games.gym_adapter`): action syntax
+``<action>NAME</action>``, per-turn reward in ``info["turn_reward"]``, the games' rubric
+(outcome ``game_won``, process ``valid_actions``, cost ``turns`` and ``generated_tokens``).
+Colour highlights of the ANSI renders carry state (the agent's cell, the taxi, the passenger),
+so each game verbalises its state instead of only stripping the codes.
+
+``frozenlake-v0`` / ``frozenlake-slippery-v0`` (``FrozenLake-v1``)
+    Observation: the map with ``P`` on the agent's cell, and its row/column. Actions: left,
+    down, right, up. Reward: 1 on reaching G, else 0; falling into a hole ends the game (lost).
+    Each seed draws its own solvable ``size``×``size`` map (``generate_random_map``, p=0.8)
+    unless ``map_name`` is given. Slippery: the intended move happens with probability 1/3.
+    Horizon 16 turns. Oracle: value iteration (a shortest safe path; optimal, not always
+    winning, when slippery).
+``taxi-v0`` (``Taxi-v4``)
+    Observation: the 5×5 map and sentences giving the taxi's cell, where the passenger waits
+    (or that they ride in the taxi) and the destination. Actions: south, north, east, west,
+    pickup, dropoff. Reward: −1 per move, −10 for an illegal pickup/drop-off, +20 for the
+    drop-off at the destination (which wins and ends the game). The seed draws the taxi,
+    passenger and destination. Horizon 40 turns. Oracle: value iteration (shortest plan).
+``cliffwalking-v0`` (``CliffWalking-v1``)
+    Observation: the 4×12 grid (``x`` you, ``C`` cliff, ``T`` goal, ``o`` free) and your
+    row/column. Actions: up, right, down, left. Reward: −1 per move, −100 for stepping into the
+    cliff (back to the start). Reaching T wins. The start is fixed (every seed gives the same
+    task). Horizon 40 turns. Oracle: value iteration (the 13-step path along the cliff).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentic_rl.envs.games.gym_adapter import GymTextEnv
+from agentic_rl.envs.games.text import strip_ansi
+
+FROZENLAKE_ACTIONS = ("left", "down", "right", "up")
+TAXI_ACTIONS = ("south", "north", "east", "west", "pickup", "dropoff")
+CLIFF_ACTIONS = ("up", "right", "down", "left")
+
+
+def describe_frozenlake(env: Any, obs: Any) -> str:
+    """The FrozenLake map with ``P`` on the agent's cell and the agent's row and column."""
+    nrow, ncol = env.nrow, env.ncol
+    row, col = divmod(int(obs), ncol)
+    rows = []
+    for r in range(nrow):
+        cells = [c.decode() if isinstance(c, bytes) else str(c) for c in env.desc[r]]
+        if r == row:
+            cells[col] = "P"
+        rows.append("".join(cells))
+    legend = "Map (S start, F frozen ice, H hole, G goal, P you; row 0 is the top):"
+    return f"{legend}\n" + "\n".join(rows) + f"\nYou are at row {row}, column {col}."
+
+
+class FrozenLakeTextEnv(GymTextEnv):
+    """FrozenLake as text (module docstring).
+
+    Args:
+        is_slippery: the ice is slippery (stochastic moves).
+        size: side of the random map drawn per seed.
+        map_name: ``"4x4"`` or ``"8x8"`` for Gymnasium's fixed maps instead of a random one.
+        max_steps: horizon in turns.
+
+    Raises:
+        ValueError: ``size`` < 2 or ``max_steps`` < 1.
+    """
+
+    description = "FrozenLake: walk from S to G on a random map without falling into a hole"
+
+    def __init__(self, is_slippery: bool = False, size: int = 4, map_name: str | None = None, max_steps: int = 16):
+        if size < 2:
+            raise ValueError(f"size must be >= 2, got {size}")
+        self.is_slippery, self.size, self.map_name = bool(is_slippery), int(size), map_name
+        goal = ("Walk from the start S to the goal G without stepping into a hole H."
+                + (" The ice is slippery: you may slide to a side instead of moving as chosen." if is_slippery else ""))
+        super().__init__("FrozenLake-v1", self._gym_kwargs_for(0), FROZENLAKE_ACTIONS, "FrozenLake", goal,
+                         describe_frozenlake, max_steps=max_steps)
+
+    def _gym_kwargs_for(self, seed: int) -> dict[str, Any]:
+        if self.map_name is not None:
+            return {"map_name": self.map_name, "is_slippery": self.is_slippery}
+        from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+
+        return {"desc": generate_random_map(size=self.size, p=0.8, seed=seed), "is_slippery": self.is_slippery}
+
+
+def describe_taxi(env: Any, obs: Any) -> str:
+    """The Taxi map (colours stripped) and the taxi, passenger and destination in words."""
+    taxi_row, taxi_col, passenger, destination = env.decode(int(obs))
+    names = "RGYB"
+    grid = strip_ansi(env.render()).strip("\n").splitlines()
+    grid = [line for line in grid if not line.strip().startswith("(")]  # drop Gymnasium's "(North)" line
+    dest_row, dest_col = env.locs[destination]
+    where = ("The passenger is in the taxi." if passenger == 4 else
+             f"The passenger waits at {names[passenger]} (row {env.locs[passenger][0]}, column {env.locs[passenger][1]}).")
+    return ("Map (R, G, Y, B are the stops; | is a wall; row 0 is the top):\n" + "\n".join(grid)
+            + f"\nThe taxi is at row {taxi_row}, column {taxi_col}. {where} "
+            + f"The destination is {names[destination]} (row {dest_row}, column {dest_col}).")
+
+
+class TaxiTextEnv(GymTextEnv):
+    """Taxi-v4 as text (module docstring).
+
+    Args:
+        max_steps: horizon in turns.
+    """
+
+    description = "Taxi: pick up the passenger and drop them at the destination"
+
+    def __init__(self, max_steps: int = 40):
+        super().__init__("Taxi-v4", {}, TAXI_ACTIONS, "Taxi",
+                         "Drive the taxi to the passenger, pick them up, drive to the destination and drop them off. "
+                         "Each move costs 1 point; a wrong pickup or drop-off costs 10; the drop-off at the "
+                         "destination earns 20 and wins.",
+                         describe_taxi, max_steps=max_steps)
+
+
+def describe_cliffwalking(env: Any, obs: Any) -> str:
+    """The CliffWalking grid (``x`` you) and the agent's row and column."""
+    row, col = divmod(int(obs), env.shape[1])
+    grid = strip_ansi(env.render()).strip("\n")
+    return (f"Grid (x you, C cliff, T goal, o free; row 0 is the top):\n{grid}\n"
+            f"You are at row {row}, column {col}.")
+
+
+def _cliff_success(obs: Any, reward: float, terminated: bool) -> bool:
+    return terminated  # the only terminal state is the goal T
+
+
+class CliffWalkingTextEnv(GymTextEnv):
+    """CliffWalking-v1 as text (module docstring).
+
+    Args:
+        max_steps: horizon in turns.
+    """
+
+    description = "CliffWalking: reach the goal along a cliff edge without falling"
+
+    def __init__(self, max_steps: int = 40):
+        super().__init__("CliffWalking-v1", {}, CLIFF_ACTIONS, "CliffWalking",
+                         "Walk from the bottom-left start to the goal T at the bottom right. Each move costs 1 point; "
+                         "stepping into the cliff C costs 100 and sends you back to the start.",
+                         describe_cliffwalking, _cliff_success, max_steps=max_steps)

@@ -1,0 +1,137 @@
+"""Gymnasium toy-text games as text POMDPs: determinism, oracles, invalid actions, horizon, rubric."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentic_rl.envs import EpisodeEndedError, EpisodeNotStartedError, make
+from agentic_rl.envs.games import GymTextEnv
+from agentic_rl.types import Action, StopReason, Trajectory, Turn
+
+GYM_IDS = ["frozenlake-v0", "frozenlake-slippery-v0", "taxi-v0", "cliffwalking-v0"]
+
+
+def _play_oracle(env, seed: int) -> tuple[list[dict], list[float]]:
+    env.reset(seed=seed)
+    infos, rewards = [], []
+    while True:
+        obs, reward, terminated, truncated, info = env.step(Action(env.oracle_reply()))
+        infos.append(info)
+        rewards.append(reward)
+        if terminated or truncated:
+            return infos, rewards
+
+
+@pytest.mark.parametrize("env_id", GYM_IDS)
+def test_same_seed_same_start_and_same_transitions(env_id):
+    a, b = make(env_id), make(env_id)
+    obs_a, _ = a.reset(seed=7)
+    obs_b, _ = b.reset(seed=7)
+    assert obs_a == obs_b
+    assert all("\x1b" not in m.content for m in obs_a.messages)  # ANSI codes stripped
+    for name in a.action_names[:3]:
+        step_a = a.step(Action(f"<action>{name}</action>"))
+        step_b = b.step(Action(f"<action>{name}</action>"))
+        assert step_a == step_b
+        if step_a[2] or step_a[3]:
+            break
+
+
+def test_frozenlake_maps_differ_across_seeds_but_not_within():
+    env = make("frozenlake-v0")
+    maps = {env.reset(seed=s)[0].messages[1].content for s in range(6)}
+    assert len(maps) > 1
+    assert env.reset(seed=3)[0] == env.reset(seed=3)[0]
+
+
+@pytest.mark.parametrize("env_id,seeds", [("frozenlake-v0", range(10)), ("taxi-v0", range(10)), ("cliffwalking-v0", [0])])
+def test_oracle_wins_deterministic_games(env_id, seeds):
+    env = make(env_id)
+    for seed in seeds:
+        infos, rewards = _play_oracle(env, seed)
+        assert infos[-1]["won"], (env_id, seed)
+        assert all(i["valid_action"] for i in infos)
+        assert [i["turn_reward"] for i in infos] == rewards  # the per-turn reward is in the info
+    if env_id == "cliffwalking-v0":
+        # the shortest safe path: up, 11 x right, down = 13 moves at -1 each
+        assert len(infos) == 13 and sum(rewards) == -13
+    if env_id == "taxi-v0":
+        assert rewards[-1] == 20.0 and all(r == -1.0 for r in rewards[:-1])
+
+
+def test_slippery_oracle_wins_often():
+    env = make("frozenlake-slippery-v0")
+    wins = sum(_play_oracle(env, seed)[0][-1]["won"] for seed in range(30))
+    assert wins >= 6  # optimal play on slippery random 4x4 maps wins well above chance
+
+
+@pytest.mark.parametrize("env_id", GYM_IDS)
+def test_invalid_action_is_an_error_observation_not_a_crash(env_id):
+    env = make(env_id)
+    first, _ = env.reset(seed=1)
+    for reply in ["", "go north!", "<action>fly</action>", "<action>99</action>", "\x00\x1b[31m"]:
+        obs, reward, terminated, truncated, info = env.step(Action(reply))
+        assert reward == 0.0 and not terminated and not truncated
+        assert info["valid_action"] is False and info["turn_reward"] == 0.0 and info["action"] is None
+        assert obs.messages[0].content.startswith("Invalid action")
+        assert "<action>" in obs.messages[0].content  # the syntax is repeated
+    assert env.state_text() == first.messages[1].content  # the game never saw the invalid replies
+
+
+def test_horizon_truncates_and_step_after_end_raises():
+    env = make("frozenlake-v0", max_steps=3)
+    env.reset(seed=0)
+    results = [env.step(Action("nonsense")) for _ in range(3)]
+    assert [r[3] for r in results] == [False, False, True]
+    assert "turn limit" in results[-1][0].messages[0].content
+    with pytest.raises(EpisodeEndedError):
+        env.step(Action("<action>left</action>"))
+    with pytest.raises(EpisodeNotStartedError):
+        make("taxi-v0").step(Action("<action>north</action>"))
+
+
+def test_hole_ends_the_game_lost():
+    env = make("frozenlake-v0", map_name="4x4")  # Gymnasium's fixed map: a hole at row 1, column 1
+    env.reset(seed=0)
+    env.step(Action("<action>down</action>"))
+    obs, reward, terminated, truncated, info = env.step(Action("<action>right</action>"))
+    assert terminated and not info["won"] and reward == 0.0
+    assert "you lost" in obs.messages[0].content
+
+
+def _trajectory(infos: list[dict], rewards: list[float], tokens_per_turn: int = 2) -> Trajectory:
+    turns = tuple(Turn(i, Action(""), None, r, (), (0,) * tokens_per_turn, (1,) * tokens_per_turn,
+                       (0.0,) * tokens_per_turn, info) for i, (info, r) in enumerate(zip(infos, rewards)))
+    n = tokens_per_turn * len(turns)
+    return Trajectory("taxi-v0", 0, "g", "t", (), turns, (0,) * n, (1,) * n, (0.0,) * n, StopReason.TERMINATED)
+
+
+def test_rubric_components_by_hand():
+    infos = [{"turn_reward": -1.0, "valid_action": True, "won": False},
+             {"turn_reward": 0.0, "valid_action": False, "won": False},
+             {"turn_reward": 20.0, "valid_action": True, "won": True}]
+    total, parts = make("taxi-v0").rubric().score(_trajectory(infos, [-1.0, 0.0, 20.0]))
+    assert parts["game_won"] == 1.0
+    assert parts["valid_actions"] == pytest.approx(2 / 3)
+    assert parts["game_return"] == 19.0  # logged only (weight 0)
+    assert parts["turns"] == 3.0 and parts["generated_tokens"] == 6.0
+    # R = 1*1 + 0.1*(2/3) - 1*(0.01*3 + 0.0005*6) = 1 + 0.0666.. - 0.033
+    assert total == pytest.approx(1 + 0.1 * 2 / 3 - 0.033)
+
+
+def test_generic_adapter_plays_any_discrete_gym_env():
+    env = GymTextEnv("Blackjack-v1", action_names=["stick", "hit"], max_steps=5)
+    obs, _ = env.reset(seed=3)
+    assert "Observation: (" in obs.messages[1].content  # Blackjack has no text render: the tuple is shown
+    assert env.oracle_reply() is None  # no known model, no oracle
+    _, _, terminated, _, info = env.step(Action("<action>stick</action>"))
+    assert terminated and info["valid_action"]
+
+
+def test_generic_adapter_rejects_bad_configuration():
+    with pytest.raises(ValueError, match="Discrete"):
+        GymTextEnv("MountainCarContinuous-v0")
+    with pytest.raises(ValueError, match="action names"):
+        GymTextEnv("FrozenLake-v1", action_names=["a", "b"])
+    with pytest.raises(ValueError, match="max_steps"):
+        make("taxi-v0", max_steps=0)
