@@ -101,7 +101,8 @@ _EXIT_CALLS = {("sys", "exit"), ("os", "_exit"), ("os", "kill"), ("os", "abort")
 
 def exit_calls(source: str) -> list[str]:
     """Process-ending calls in ``source`` (``sys.exit(...)``, ``os._exit(...)``, ``exit()``,
-    ``raise SystemExit``, ...), as ``"line N: name"``; a module that does not parse gives [].
+    ``raise SystemExit``, ...), as ``"line N: name"`` in line order; a module that does not
+    parse gives [].
 
     Never raises.
     """
@@ -123,8 +124,8 @@ def exit_calls(source: str) -> list[str]:
             if isinstance(exc, ast.Name) and exc.id == "SystemExit":
                 name = "raise SystemExit"
         if name:
-            found.append(f"line {node.lineno}: {name}")
-    return found
+            found.append((node.lineno, f"line {node.lineno}: {name}"))
+    return [text for _, text in sorted(found)]
 
 
 def _sha256(path: Any) -> str | None:
