@@ -1,0 +1,158 @@
+"""Memory metrics computed from trajectories: writes, reads, hit rate, store size, tokens, junk.
+
+Every function reads a finished :class:`~agentic_rl.types.Trajectory` whose env put the
+memory toolkit's events into each step's ``info["memory_events"]`` (see
+:mod:`agentic_rl.memory.tools`); a trajectory without memory events scores 0 everywhere. Each
+one is a valid rubric function (``fn(trajectory) -> float``, amount >= 0), so an env can log
+them as zero-weight rubric components (``reward/<name>`` in the metrics) or weight them as costs.
+
+==================  =====================================================================
+function            value
+==================  =====================================================================
+memory_writes       successful ``memory_write`` calls
+memory_reads        successful ``memory_search`` calls
+memory_updates      successful ``memory_update`` calls
+memory_deletes      successful ``memory_delete`` calls
+memory_ops          all memory calls, failed ones included (the cost of using memory)
+memory_hit_rate     fraction of successful searches that returned >= 1 entry (0 if none)
+memory_store_size   entries in the store after the last memory call (0 if none)
+unused_writes       entries written in the episode that no later search returned and that
+                    were not deleted: store growth without later use (junk writes)
+memory_tokens       tokens spent on memory: the sampled tokens of turns with memory calls
+                    plus the environment tokens that brought their results back (the next
+                    turn's loss-mask-0 prefix, unless that turn starts a new context after
+                    ``info["context_reset"]``); a turn mixing memory and other calls counts
+                    the memory share of its calls
+==================  =====================================================================
+
+:func:`memory_metrics` aggregates them over many trajectories (means, and a pooled hit rate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from agentic_rl.memory.tools import MEMORY_TOOL_NAMES
+from agentic_rl.types import Trajectory
+
+__all__ = [
+    "memory_events", "memory_writes", "memory_reads", "memory_updates", "memory_deletes", "memory_ops",
+    "memory_hit_rate", "memory_store_size", "unused_writes", "memory_tokens", "memory_metrics",
+]
+
+
+def memory_events(trajectory: Trajectory) -> Iterator[dict[str, Any]]:
+    """All memory events of the trajectory, in order.
+
+    Raises:
+        TypeError: a turn's ``info["memory_events"]`` is not a list of dicts (a broken env fails
+            the trajectory loudly instead of scoring 0).
+    """
+    for turn in trajectory.turns:
+        events = turn.info.get("memory_events", [])
+        if not isinstance(events, (list, tuple)) or not all(isinstance(e, dict) for e in events):
+            raise TypeError(f"turn {turn.index}: info['memory_events'] must be a list of dicts, got {events!r}")
+        yield from events
+
+
+def _count(trajectory: Trajectory, op: str) -> float:
+    return float(sum(e.get("op") == op and bool(e.get("ok")) for e in memory_events(trajectory)))
+
+
+def memory_writes(trajectory: Trajectory) -> float:
+    """Successful ``memory_write`` calls. Raises as :func:`memory_events`."""
+    return _count(trajectory, "write")
+
+
+def memory_reads(trajectory: Trajectory) -> float:
+    """Successful ``memory_search`` calls. Raises as :func:`memory_events`."""
+    return _count(trajectory, "search")
+
+
+def memory_updates(trajectory: Trajectory) -> float:
+    """Successful ``memory_update`` calls. Raises as :func:`memory_events`."""
+    return _count(trajectory, "update")
+
+
+def memory_deletes(trajectory: Trajectory) -> float:
+    """Successful ``memory_delete`` calls. Raises as :func:`memory_events`."""
+    return _count(trajectory, "delete")
+
+
+def memory_ops(trajectory: Trajectory) -> float:
+    """All memory calls, successful or not (a cost). Raises as :func:`memory_events`."""
+    return float(sum(1 for _ in memory_events(trajectory)))
+
+
+def memory_hit_rate(trajectory: Trajectory) -> float:
+    """Fraction of successful searches that returned at least one entry; 0 without searches."""
+    searches = [e for e in memory_events(trajectory) if e.get("op") == "search" and e.get("ok")]
+    return sum(e.get("hits", 0) > 0 for e in searches) / len(searches) if searches else 0.0
+
+
+def memory_store_size(trajectory: Trajectory) -> float:
+    """Entries in the store after the episode's last memory call; 0 without memory calls."""
+    size = 0
+    for event in memory_events(trajectory):
+        size = int(event.get("store_size", size))
+    return float(size)
+
+
+def unused_writes(trajectory: Trajectory) -> float:
+    """Entries written in the episode, never returned by a later search, and not deleted (junk)."""
+    written: list[int] = []
+    used: set[int] = set()
+    for event in memory_events(trajectory):
+        if not event.get("ok"):
+            continue
+        ids = [int(i) for i in event.get("entry_ids", [])]
+        if event.get("op") == "write":
+            written.extend(ids)
+        elif event.get("op") in ("search", "delete"):
+            used.update(ids)
+    return float(sum(i not in used for i in written))
+
+
+def memory_tokens(trajectory: Trajectory) -> float:
+    """Tokens spent on memory (definition in the module docstring)."""
+    total = 0.0
+    turns = trajectory.turns
+    for i, turn in enumerate(turns):
+        calls = turn.action.tool_calls
+        n_memory = sum(c.name in MEMORY_TOOL_NAMES for c in calls)
+        if not n_memory:
+            continue
+        spent = turn.num_generated_tokens
+        if i + 1 < len(turns) and not turn.info.get("context_reset"):
+            mask = turns[i + 1].loss_mask
+            spent += next((j for j, m in enumerate(mask) if m), len(mask))
+        total += spent * n_memory / len(calls)
+    return total
+
+
+_PER_TRAJECTORY = {
+    "memory_writes": memory_writes, "memory_reads": memory_reads, "memory_updates": memory_updates,
+    "memory_deletes": memory_deletes, "memory_ops": memory_ops, "memory_store_size": memory_store_size,
+    "unused_writes": unused_writes, "memory_tokens": memory_tokens,
+}
+
+
+def memory_metrics(trajectories: Sequence[Trajectory], prefix: str = "memory") -> dict[str, float]:
+    """Means over trajectories of each per-trajectory metric, plus the pooled hit rate.
+
+    Returns:
+        ``{prefix}/<name>`` for every name of the module table; ``{prefix}/hit_rate`` is hits /
+        successful searches over all trajectories (0 without searches). ``{}`` for no trajectories.
+
+    Raises:
+        TypeError: as :func:`memory_events`.
+    """
+    if not trajectories:
+        return {}
+    n = len(trajectories)
+    out = {f"{prefix}/{name[len('memory_'):] if name.startswith('memory_') else name}":
+           sum(fn(t) for t in trajectories) / n for name, fn in _PER_TRAJECTORY.items()}
+    searches = [e for t in trajectories for e in memory_events(t) if e.get("op") == "search" and e.get("ok")]
+    out[f"{prefix}/hit_rate"] = sum(e.get("hits", 0) > 0 for e in searches) / len(searches) if searches else 0.0
+    return out
