@@ -48,8 +48,7 @@ def describe_frozenlake(env: Any, obs: Any) -> str:
         if r == row:
             cells[col] = "P"
         rows.append("".join(cells))
-    legend = "Map (S start, F frozen ice, H hole, G goal, P you; row 0 is the top):"
-    return f"{legend}\n" + "\n".join(rows) + f"\nYou are at row {row}, column {col}."
+    return "\n".join(rows) + f"\nYou are at row {row}, column {col}."
 
 
 class FrozenLakeTextEnv(GymTextEnv):
@@ -71,7 +70,8 @@ class FrozenLakeTextEnv(GymTextEnv):
         if size < 2:
             raise ValueError(f"size must be >= 2, got {size}")
         self.is_slippery, self.size, self.map_name = bool(is_slippery), int(size), map_name
-        goal = ("Walk from the start S to the goal G without stepping into a hole H."
+        goal = ("Walk from the start S to the goal G without stepping into a hole H. The map shows S start, "
+                "F frozen ice, H hole, G goal and P you; row 0 is the top, column 0 the left."
                 + (" The ice is slippery: you may slide to a side instead of moving as chosen." if is_slippery else ""))
         super().__init__("FrozenLake-v1", self._gym_kwargs_for(0), FROZENLAKE_ACTIONS, "FrozenLake", goal,
                          describe_frozenlake, max_steps=max_steps)
@@ -93,8 +93,7 @@ def describe_taxi(env: Any, obs: Any) -> str:
     dest_row, dest_col = env.locs[destination]
     where = ("The passenger is in the taxi." if passenger == 4 else
              f"The passenger waits at {names[passenger]} (row {env.locs[passenger][0]}, column {env.locs[passenger][1]}).")
-    return ("Map (R, G, Y, B are the stops; | is a wall; row 0 is the top):\n" + "\n".join(grid)
-            + f"\nThe taxi is at row {taxi_row}, column {taxi_col}. {where} "
+    return ("\n".join(grid) + f"\nThe taxi is at row {taxi_row}, column {taxi_col}. {where} "
             + f"The destination is {names[destination]} (row {dest_row}, column {dest_col}).")
 
 
@@ -111,7 +110,8 @@ class TaxiTextEnv(GymTextEnv):
         super().__init__("Taxi-v4", {}, TAXI_ACTIONS, "Taxi",
                          "Drive the taxi to the passenger, pick them up, drive to the destination and drop them off. "
                          "Each move costs 1 point; a wrong pickup or drop-off costs 10; the drop-off at the "
-                         "destination earns 20 and wins.",
+                         "destination earns 20 and wins. On the map R, G, Y, B are the stops and | is a wall; "
+                         "row 0 is the top, column 0 the left.",
                          describe_taxi, max_steps=max_steps)
 
 
@@ -119,8 +119,7 @@ def describe_cliffwalking(env: Any, obs: Any) -> str:
     """The CliffWalking grid (``x`` you) and the agent's row and column."""
     row, col = divmod(int(obs), env.shape[1])
     grid = strip_ansi(env.render()).strip("\n")
-    return (f"Grid (x you, C cliff, T goal, o free; row 0 is the top):\n{grid}\n"
-            f"You are at row {row}, column {col}.")
+    return f"{grid}\nYou are at row {row}, column {col}."
 
 
 def _cliff_success(obs: Any, reward: float, terminated: bool) -> bool:
@@ -139,5 +138,6 @@ class CliffWalkingTextEnv(GymTextEnv):
     def __init__(self, max_steps: int = 40):
         super().__init__("CliffWalking-v1", {}, CLIFF_ACTIONS, "CliffWalking",
                          "Walk from the bottom-left start to the goal T at the bottom right. Each move costs 1 point; "
-                         "stepping into the cliff C costs 100 and sends you back to the start.",
+                         "stepping into the cliff C costs 100 and sends you back to the start. The grid shows x you, "
+                         "C cliff, T goal, o free; row 0 is the top, column 0 the left.",
                          describe_cliffwalking, _cliff_success, max_steps=max_steps)

@@ -1,0 +1,41 @@
+"""The training recipe on a text game: a 2-step smoke run on frozenlake-v0 with the tiny model."""
+
+from __future__ import annotations
+
+import math
+
+from agentic_rl.config import load_config
+from agentic_rl.trainer.recipe import train
+from agentic_rl.trainer.run_dir import MetricsLog
+
+
+def test_frozenlake_two_step_smoke_run(tiny_model_dir, tmp_path):
+    config = load_config(None, [
+        f"model.path='{tiny_model_dir}'",
+        "model.num_threads=1",
+        "env.id='frozenlake-v0'",
+        "name='frozenlake-smoke'",
+        "warmup.env_kwargs={}",  # the calculator's default warm-up level does not apply to games
+        "warmup.num_demos=2",
+        "warmup.batch_size=2",
+        "algorithm.steps=2",
+        "algorithm.tasks_per_step=2",
+        "algorithm.group_size=2",
+        "eval.size=2",
+        "eval.base=false",
+        "rollout.max_turns=8",
+        "rollout.max_new_tokens=12",
+        "rollout.max_total_tokens=1024",
+        f"output_dir='{tmp_path}'",
+    ])
+    run_dir = train(config)
+    rows = MetricsLog(run_dir / "metrics.jsonl").rows()
+    warmup = [r for r in rows if r["phase"] == "warmup"]
+    assert warmup and all(math.isfinite(r["train/loss"]) for r in warmup)  # oracle demos won and were trained on
+    rl = [r for r in rows if r["phase"] == "rl"]
+    assert [r["rl_step"] for r in rl] == [1, 2]
+    for r in rl:
+        assert r["rollout/failed"] == 0.0
+        assert "rollout/reward/game_won" in r and "rollout/reward/valid_actions" in r
+        assert 1.0 <= r["rollout/turns"] <= 8.0
+    assert [r["tag"] for r in rows if r["phase"] == "eval"] == ["warmup", "final"]
