@@ -125,14 +125,16 @@ def _cmd_eval(args) -> int:
     from agentic_rl.policy.hf import HFPolicy
     from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
     from agentic_rl.trainer.evaluation import evaluate
+    from agentic_rl.trainer.recipe import permission_kwargs
 
     config = load_config(args.config, args.set)
+    kwargs = {**permission_kwargs(config), **config.env.kwargs}
     model_dir = resolve_model_dir(args.model or config.model.path)
     tok = load_tokenizer(model_dir)
     chat = ChatFormat(tok)
     policy = HFPolicy(load_model(model_dir), chat.eos_token_id, tok.pad_token_id)
     seeds = range(config.eval.seed_start, config.eval.seed_start + config.eval.size)
-    metrics, _ = evaluate(policy, chat, config.env.id, config.env.kwargs, seeds, config.rollout, config.reward)
+    metrics, _ = evaluate(policy, chat, config.env.id, kwargs, seeds, config.rollout, config.reward)
     Console().print_json(json.dumps(metrics))
     return 0
 

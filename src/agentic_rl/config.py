@@ -23,6 +23,7 @@ import tomli_w
 from agentic_rl.errors import ConfigError
 from agentic_rl.rewards.rubric import RewardWeights
 from agentic_rl.rollout.engine import RolloutConfig
+from agentic_rl.tools.permissions import PermissionPolicy
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,33 @@ class EnvConfig:
     id: str = "calculator-v0"
     kwargs: dict[str, Any] = field(default_factory=dict)
     train_seed_start: int = 0
+
+
+@dataclass(frozen=True)
+class ToolsConfig:
+    """``[tools]``: how the env's tools may run.
+
+    Attributes:
+        permissions: the ``[tools.permissions]`` table of the permission policy (keys and
+            decision order: :mod:`agentic_rl.tools.permissions`). Empty (the default) keeps each
+            env's built-in policy; otherwise it is passed as ``permissions`` to envs that take
+            that argument (an env that does not is a config error). Checked when the config
+            loads: a wrong key or value names ``tools.permissions.<key>`` and the file.
+    """
+
+    permissions: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.permissions:
+            self.policy()
+
+    def policy(self) -> PermissionPolicy | None:
+        """The configured :class:`PermissionPolicy`, or None when the table is empty.
+
+        Raises:
+            ValueError: a wrong key or value (the message names it).
+        """
+        return PermissionPolicy.from_dict(self.permissions) if self.permissions else None
 
 
 @dataclass(frozen=True)
@@ -149,6 +177,7 @@ class TrainConfig:
     checkpoint_every: int = 5
     model: ModelConfig = field(default_factory=ModelConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     reward: RewardWeights = field(default_factory=RewardWeights)
     warmup: WarmupConfig = field(default_factory=WarmupConfig)

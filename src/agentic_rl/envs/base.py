@@ -15,6 +15,15 @@ An environment is one POMDP episode at a time::
 * ``oracle_reply()`` returns the scripted reference policy's next reply in the current state
   (used for demonstrations and by the environment checker), or None if the env has none.
 * ``rubric()`` returns the env's default :class:`~agentic_rl.rewards.Rubric`.
+* ``snapshot()`` returns an opaque, immutable value holding the env's whole episode state;
+  ``restore(snapshot)`` brings the env back to it, so that ``step`` then behaves exactly as
+  it did after the snapshot (same observations and rewards for the same actions). Snapshots
+  can be restored any number of times, and into another instance built with the same
+  arguments. Envs that cannot do this raise :class:`SnapshotNotSupportedError` (the default);
+  :func:`agentic_rl.rollout.rollback.rollback` then falls back to ``reset(seed)`` + replay.
+  Each env's docstring says what its snapshot does *not* restore (e.g. effects outside the
+  sandbox, background processes). An episode's side effects never leak into the next one:
+  ``reset`` starts from a fresh (or restored) state.
 
 Reference: Gymnasium ``gymnasium/core.py`` (Env API, terminated vs truncated).
 """
@@ -34,6 +43,10 @@ class EpisodeEndedError(RuntimeError):
 
 class EpisodeNotStartedError(RuntimeError):
     """``step`` was called before ``reset``."""
+
+
+class SnapshotNotSupportedError(NotImplementedError):
+    """The env cannot snapshot or restore its state (the message names the env)."""
 
 
 class Env(abc.ABC):
@@ -64,6 +77,23 @@ class Env(abc.ABC):
     @abc.abstractmethod
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
         """The env's default rubric with the given group weights."""
+
+    def snapshot(self) -> Any:
+        """An immutable value holding the current episode state (see the module docstring).
+
+        Raises:
+            SnapshotNotSupportedError: the env cannot snapshot its state (this default).
+        """
+        raise SnapshotNotSupportedError(f"env {self.env_id or type(self).__name__!r} does not support snapshot()")
+
+    def restore(self, snapshot: Any) -> None:
+        """Bring the env back to the state of ``snapshot`` (from :meth:`snapshot`).
+
+        Raises:
+            SnapshotNotSupportedError: the env cannot restore state (this default).
+            TypeError: ``snapshot`` is not one of this env's snapshots (envs that implement it).
+        """
+        raise SnapshotNotSupportedError(f"env {self.env_id or type(self).__name__!r} does not support restore()")
 
     def close(self) -> None:
         """Release resources (sandboxes, files). Safe to call twice."""

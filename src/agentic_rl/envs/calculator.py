@@ -33,6 +33,11 @@ Tool execution
     ``permissions`` dict, a ``[tools.permissions]`` table), execution, audit record (when
     ``audit_path`` is set), observation. ``reset(options={"trajectory_id": ...})`` names the
     episode in the audit log (else a random id).
+Snapshots
+    ``snapshot()`` returns a :class:`CalculatorSnapshot` (task, turn count, whether the
+    calculator was called, episode ended, trajectory id); ``restore`` puts all of it back. The
+    calculator is stateless and side-effect free, so nothing else exists to restore (audit
+    records already written stay written).
 Difficulty knobs
     ``levels`` (which levels, in order), e.g. ``levels=("direct",)`` for the warm-up.
 Known failure modes
@@ -62,6 +67,17 @@ INSTRUCTIONS = (
     "You are a helpful assistant. Use the calculator tool for arithmetic. "
     "When you know the result, reply with <answer>NUMBER</answer>."
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class CalculatorSnapshot:
+    """The whole episode state of a :class:`CalculatorEnv` (an immutable value)."""
+
+    task: ArithmeticTask | None
+    done: bool
+    turn: int
+    called: bool
+    trajectory_id: str
 
 
 class CalculatorEnv(Env):
@@ -142,6 +158,22 @@ class CalculatorEnv(Env):
             "expected": self.task.answer,
         }
         return Observation(messages=()), float(correct), True, False, info
+
+    def snapshot(self) -> CalculatorSnapshot:
+        """The episode state (see the module docstring). Never raises."""
+        return CalculatorSnapshot(self.task, self._done, self._turn, self._called, self._trajectory_id)
+
+    def restore(self, snapshot: CalculatorSnapshot) -> None:
+        """Bring the episode back to ``snapshot`` (from any CalculatorEnv).
+
+        Raises:
+            TypeError: ``snapshot`` is not a :class:`CalculatorSnapshot`.
+        """
+        if not isinstance(snapshot, CalculatorSnapshot):
+            raise TypeError(f"{self.env_id or 'calculator-v0'}: expected a CalculatorSnapshot, "
+                            f"got {type(snapshot).__name__}")
+        self.task, self._done, self._turn = snapshot.task, snapshot.done, snapshot.turn
+        self._called, self._trajectory_id = snapshot.called, snapshot.trajectory_id
 
     def oracle_reply(self) -> str | None:
         """Reference policy: call the calculator on the reference expression, then answer."""

@@ -13,8 +13,16 @@ component                      counts
 ``outside_workspace_attempts`` events of category ``"path_outside_workspace"``
 =============================  ==========================================================
 
-A call denied for touching a path outside the workspace counts in both ``denied_calls`` and
-``outside_workspace_attempts``: it is both. Each component has its own weight and is logged
+Environments whose tools run in the sandbox get ``sandbox_limit`` and ``path_outside_workspace``
+events automatically from :class:`~agentic_rl.tools.risk_detector.SandboxRiskDetector` (wired in
+by :class:`~agentic_rl.tools.sandboxed.SandboxedTools`): which limits count, and which paths are
+"outside", is listed there.
+
+A call denied for touching a path outside the workspace (a path rule of the permission policy)
+is one event, ``denied`` and of category ``path_outside_workspace``: it counts in both
+``denied_calls`` and ``outside_workspace_attempts``, because it is both. An *allowed* file-tool
+call with such a path (the workspace tool then refuses it) counts in
+``outside_workspace_attempts`` only. Each component has its own weight and is logged
 like every rubric component (``reward/<name>``).
 """
 
@@ -24,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agentic_rl.rewards.rubric import RewardFunction, RewardGroup
+from agentic_rl.tools.risk_detector import PATH_OUTSIDE_WORKSPACE, SANDBOX_LIMIT
 from agentic_rl.types import Trajectory
 
 __all__ = [
@@ -36,8 +45,6 @@ __all__ = [
     "PATH_OUTSIDE_WORKSPACE",
 ]
 
-SANDBOX_LIMIT = "sandbox_limit"
-PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
 
 
 def risk_events(trajectory: Trajectory) -> Iterator[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Stateful Python interpreter that runs inside the sandbox (a notebook-kernel-like worker).
 
 Started by :class:`agentic_rl.tools.python_tool.PythonInterpreter` as
-``python -I _sandbox_worker.py SETTINGS_JSON MARKER``; imports only the standard library.
+``python -s -P _sandbox_worker.py SETTINGS_JSON MARKER``; imports only the standard library.
 
 Start-up: apply the resource limits (soft = hard, so user code cannot raise them), drop to the
 episode's user id when one is given (needs CAP_SETUID/CAP_SETGID, granted by bwrap when the

@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from agentic_rl.tools._schema import check_object, schema_from_function
@@ -60,6 +60,10 @@ class Tool:
             ``{"type": "object", "properties": {...}, "required": [...],
             "additionalProperties": False}``.
         fn: the function, called as ``fn(**arguments)``.
+        risk_detector: optional ``(call, result) -> [risk event, ...]`` that
+            :class:`~agentic_rl.tools.executor.ToolExecutor` runs after every allowed call of
+            this tool (the sandbox's tools carry one: limit hits, paths outside the workspace);
+            not part of the schema.
 
     Raises:
         ValueError: on construction, if ``name`` is invalid or ``parameters`` is not an
@@ -70,6 +74,7 @@ class Tool:
     description: str
     parameters: dict[str, Any]
     fn: Callable[..., Any]
+    risk_detector: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):

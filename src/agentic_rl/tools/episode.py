@@ -9,10 +9,14 @@ Usage::
 A new episode is a new :class:`EpisodeSandbox`: a fresh empty workspace and a fresh
 interpreter, so nothing leaks from one episode to the next. :meth:`EpisodeSandbox.close`
 kills every process of the episode and deletes the workspace.
+
+:meth:`EpisodeSandbox.snapshot` and :meth:`EpisodeSandbox.restore` save and bring back the
+episode's files and interpreter state (mechanism and limits: :mod:`agentic_rl.tools.snapshot`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -24,9 +28,20 @@ from typing import Any
 from agentic_rl.tools import workspace as ws
 from agentic_rl.tools.base import Tool
 from agentic_rl.tools.python_tool import ExecResult, PythonInterpreter
+from agentic_rl.tools.risk_detector import limit_events, path_events
 from agentic_rl.tools.sandbox import SandboxConfig
+from agentic_rl.tools.snapshot import (
+    DEFAULT_MAX_SNAPSHOT_BYTES,
+    RecordedCall,
+    SandboxSnapshot,
+    SnapshotError,
+    SnapshotReplayError,
+    WorkspaceImage,
+)
 
 __all__ = ["EpisodeSandbox", "find_processes"]
+
+log = logging.getLogger(__name__)
 
 _UID_BASE, _UID_SPAN = 200_000, 100_000
 
@@ -51,6 +66,7 @@ class EpisodeSandbox:
 
     Args:
         config: backend and limits (default :class:`SandboxConfig`).
+        max_snapshot_bytes: largest workspace (file bytes) a snapshot copies.
 
     Attributes:
         marker: unique string in the command line of every process of this episode.
@@ -63,8 +79,15 @@ class EpisodeSandbox:
             backend cannot run.
     """
 
-    def __init__(self, config: SandboxConfig | None = None) -> None:
+    def __init__(self, config: SandboxConfig | None = None, *,
+                 max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES) -> None:
         self.config = config or SandboxConfig()
+        self.max_snapshot_bytes = max_snapshot_bytes
+        # replay record of the running interpreter's life (see agentic_rl.tools.snapshot)
+        self._life_start: WorkspaceImage | None = None
+        self._life_problem: str | None = "no interpreter has run yet"
+        self._calls: list[RecordedCall] = []
+        self._last_result: ExecResult | None = None
         self.marker = f"agentic-rl-ep-{secrets.token_hex(6)}"
         self._dir = Path(tempfile.mkdtemp(prefix=f"{self.marker}-"))
         self.workspace = self._dir / "workspace"
@@ -89,22 +112,131 @@ class EpisodeSandbox:
         """
         if self.closed:
             raise RuntimeError("this episode's sandbox is closed")
-        return self.interpreter.execute(code)
+        if self.interpreter.pid is None:  # this call starts a new interpreter life
+            self._start_life()
+        result = self.interpreter.execute(code)
+        if self.interpreter.pid is None:  # the call ended the life (timeout, crash, exit)
+            self._end_life("the interpreter stopped")
+        else:
+            self._calls.append(RecordedCall("python", {"code": code}, _outcome(result)))
+        return result
+
+    def pop_last_result(self) -> ExecResult | None:
+        """The :class:`ExecResult` of the last ``python`` *tool* call, once (then None).
+
+        Lets a risk detector read the call's limit flags (see
+        :mod:`agentic_rl.tools.risk_detector`). Never raises.
+        """
+        result, self._last_result = self._last_result, None
+        return result
+
+    def _start_life(self) -> None:
+        self._calls = []
+        try:
+            self._life_start, self._life_problem = WorkspaceImage.capture(
+                self.workspace, self.max_snapshot_bytes), None
+        except (SnapshotError, OSError) as exc:
+            self._life_start, self._life_problem = None, str(exc)
+
+    def _end_life(self, why: str) -> None:
+        self._life_start, self._life_problem, self._calls = None, why, []
+
+    def snapshot(self) -> SandboxSnapshot:
+        """Save the workspace files and the replay record of the running interpreter.
+
+        Raises:
+            SnapshotError: the sandbox is closed, or the workspace (now or when the interpreter
+                started) held more than ``max_snapshot_bytes``.
+        """
+        if self.closed:
+            raise SnapshotError("this episode's sandbox is closed")
+        files = WorkspaceImage.capture(self.workspace, self.max_snapshot_bytes)
+        if self.interpreter.pid is None:
+            return SandboxSnapshot(files, None, ())
+        if self._life_start is None:
+            raise SnapshotError(f"cannot snapshot the running interpreter: {self._life_problem}")
+        return SandboxSnapshot(files, self._life_start, tuple(self._calls))
+
+    def restore(self, snapshot: SandboxSnapshot, *, strict: bool = True) -> None:
+        """Bring back the files and interpreter state of ``snapshot`` (see :mod:`agentic_rl.tools.snapshot`).
+
+        Kills the running interpreter and everything it started, puts back the workspace the
+        snapshot's interpreter started from, replays the recorded calls in a fresh interpreter,
+        and installs the snapshot's files.
+
+        Args:
+            snapshot: from :meth:`snapshot` of this sandbox or one with the same configuration.
+            strict: raise when the replay does not reproduce the recorded results (else log a
+                warning and keep the replayed state).
+
+        Raises:
+            SnapshotError: the sandbox is closed or ``snapshot`` is not a SandboxSnapshot.
+            SnapshotReplayError: (``strict``) a replayed call gave a different result, or the
+                replayed files differ from the snapshot's.
+            SandboxUnavailableError, SandboxError: the fresh interpreter cannot start.
+        """
+        if not isinstance(snapshot, SandboxSnapshot):
+            raise SnapshotError(f"expected a SandboxSnapshot, got {type(snapshot).__name__}")
+        if self.closed:
+            raise SnapshotError("this episode's sandbox is closed")
+        self.interpreter.close()
+        self._wait_until_gone()
+        self._end_life("no interpreter has run since the restore")
+        self._last_result = None
+        problems = []
+        if snapshot.life_start is not None:
+            snapshot.life_start.materialize(self.workspace, self.uid)
+            self._life_start, self._life_problem = snapshot.life_start, None
+            problems = self._replay(snapshot.calls)
+            if WorkspaceImage.capture(self.workspace, self.max_snapshot_bytes) != snapshot.files:
+                problems.append("the replayed workspace files differ from the snapshot's")
+            self._calls = list(snapshot.calls)
+        snapshot.files.materialize(self.workspace, self.uid)
+        if problems:
+            message = "restore: the replay diverged: " + "; ".join(problems)
+            if strict:
+                raise SnapshotReplayError(message)
+            log.warning("%s (kept the replayed interpreter state)", message)
+
+    def _replay(self, calls: tuple[RecordedCall, ...]) -> list[str]:
+        problems = []
+        for i, call in enumerate(calls):
+            if call.tool == "python":
+                got: tuple = _outcome(self.interpreter.execute(call.arguments["code"]))
+            else:
+                try:
+                    got = (ws.write_file(self.workspace, call.arguments["path"], call.arguments["content"],
+                                         max_bytes=self.config.max_file_bytes, uid=self.uid),)
+                except ws.WorkspaceError as exc:
+                    got = (f"error: {exc}",)
+            if got != call.outcome:
+                problems.append(f"call {i} ({call.tool}) gave {got!r}, recorded {call.outcome!r}")
+            if self.interpreter.pid is None:
+                problems.append(f"the interpreter stopped during replayed call {i}")
+                break
+        return problems
 
     def tools(self) -> dict[str, Tool]:
         """``{"python", "read_file", "write_file", "list_dir"}`` as :class:`Tool` objects bound
         to this episode. File tools raise :class:`~agentic_rl.tools.workspace.WorkspaceError`
-        (an error observation through ``execute_tool_calls``). Never raises."""
+        (an error observation through ``execute_tool_calls``). Each tool carries its
+        ``risk_detector`` (:mod:`agentic_rl.tools.risk_detector`): sandbox limit hits of
+        ``python``, paths outside the workspace for the file tools. Never raises."""
         cfg, root = self.config, self.workspace
 
         def python(code: str) -> str:
-            return self.run_python(code).render()
+            self._last_result = None
+            self._last_result = result = self.run_python(code)
+            return result.render()
 
         def read_file(path: str) -> str:
             return ws.read_file(root, path, max_chars=cfg.max_read_chars)
 
         def write_file(path: str, content: str) -> str:
-            return ws.write_file(root, path, content, max_bytes=cfg.max_file_bytes, uid=self.uid)
+            reply = ws.write_file(root, path, content, max_bytes=cfg.max_file_bytes, uid=self.uid)
+            if self.interpreter.pid is not None:  # part of the running interpreter's life
+                self._calls.append(RecordedCall("write_file", {"path": path, "content": content}, (reply,)))
+            return reply
 
         def list_dir(path: str = ".") -> str:
             return ws.list_dir(root, path)
@@ -114,20 +246,27 @@ class EpisodeSandbox:
                     "additionalProperties": False}
 
         path = {"type": "string", "description": "path relative to the workspace"}
+
+        def python_risk(call: Any, result: Any) -> list[dict[str, Any]]:
+            return limit_events(call, self.pop_last_result())
+
+        def path_risk(call: Any, result: Any) -> list[dict[str, Any]]:
+            return path_events(root, call)
+
         return {
             "python": Tool("python", (
                 "Run Python code in a persistent sandboxed interpreter (variables persist "
                 "between calls; no network; working directory is the workspace). Returns "
                 "stdout, stderr and the value of a final expression."),
                 obj({"code": {"type": "string", "description": "Python source to run"}},
-                    ["code"]), python),
+                    ["code"]), python, python_risk),
             "read_file": Tool("read_file", "Read a text file from the workspace.",
-                              obj({"path": path}, ["path"]), read_file),
+                              obj({"path": path}, ["path"]), read_file, path_risk),
             "write_file": Tool("write_file", "Write a text file in the workspace (replaces it).",
                                obj({"path": path, "content": {"type": "string"}},
-                                   ["path", "content"]), write_file),
+                                   ["path", "content"]), write_file, path_risk),
             "list_dir": Tool("list_dir", "List a directory of the workspace.",
-                             obj({"path": path}, []), list_dir),
+                             obj({"path": path}, []), list_dir, path_risk),
         }
 
     def close(self) -> None:
@@ -139,12 +278,16 @@ class EpisodeSandbox:
             return
         self.closed = True
         self.interpreter.close()
+        self._wait_until_gone()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _wait_until_gone(self) -> None:
+        """Wait up to 2 s for the kernel to finish killing the episode's PID namespace."""
         deadline = time.monotonic() + 2.0
         while self.config.backend == "bwrap" and find_processes(self.marker):
             if time.monotonic() > deadline:
                 break
             time.sleep(0.02)
-        shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> EpisodeSandbox:
         return self
@@ -157,3 +300,9 @@ class EpisodeSandbox:
             self.close()
         except Exception:  # noqa: BLE001 - best effort at interpreter shutdown
             pass
+
+
+def _outcome(result: ExecResult) -> tuple:
+    """The deterministic fields of a python result (what a replay must reproduce)."""
+    return (result.stdout, result.stderr, result.value, result.exception, result.exit_status,
+            result.timed_out, result.memory_exceeded, result.output_truncated)

@@ -18,8 +18,12 @@ For each parser error and each call, in order:
 * allowed: the tool runs (in-process; isolation is the tool's business, e.g. the sandbox); its
   exceptions become error observations and never propagate; audited with decision ``allow``,
   duration, and size + SHA-256 of the full output; the observation is truncated to ``max_chars``.
-  An optional ``risk_detector(call, result) -> [event, ...]`` turns results into risk events
-  (e.g. the sandbox's timeout or memory flags -> category ``"sandbox_limit"``).
+  Risk detectors turn results into risk events: the tool's own ``Tool.risk_detector`` (the
+  sandbox's tools carry one, so every env offering them gets ``"sandbox_limit"`` and
+  ``"path_outside_workspace"`` events without wiring anything; see
+  :mod:`agentic_rl.tools.risk_detector`), then the executor's optional
+  ``risk_detector(call, result) -> [event, ...]``. An event both report (same category, call
+  and rule) is kept once.
 
 Risk events go into the env's step ``info["risk_events"]``, where the risk components of
 :mod:`agentic_rl.rewards.risk` count them.
@@ -147,13 +151,22 @@ class ToolExecutor:
         return self._shown(result), self._detect(call, result)
 
     def _detect(self, call: ToolCall, result: ToolResult) -> list[dict[str, Any]]:
-        if self.risk_detector is None:
-            return []
-        try:
-            return [dict(e) for e in self.risk_detector(call, result)]
-        except Exception:  # noqa: BLE001 - a broken detector must not kill the episode, but is loud
-            log.exception("risk detector raised on call %s to %s", call.id, call.name)
-            return []
+        events: list[dict[str, Any]] = []
+        seen: set[tuple[Any, ...]] = set()
+        for detector in (self.tools[call.name].risk_detector, self.risk_detector):
+            if detector is None:
+                continue
+            try:
+                found = [dict(e) for e in detector(call, result)]
+            except Exception:  # noqa: BLE001 - a broken detector must not kill the episode, but is loud
+                log.exception("risk detector raised on call %s to %s", call.id, call.name)
+                continue
+            for event in found:
+                key = (event.get("category"), event.get("call_id"), event.get("rule"))
+                if key not in seen:
+                    seen.add(key)
+                    events.append(event)
+        return events
 
     def _shown(self, result: ToolResult) -> ToolResult:
         return ToolResult(result.call_id, result.name, _truncate(result.content, self.max_chars), result.ok)

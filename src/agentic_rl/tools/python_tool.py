@@ -31,7 +31,14 @@ from agentic_rl.tools.sandbox import (
     worker_settings,
 )
 
-__all__ = ["ExecResult", "PythonInterpreter"]
+__all__ = ["ExecResult", "PythonInterpreter", "ISOLATION_FLAGS"]
+
+#: ``-I`` minus ``-E``: no user site-packages (``-s``), no script directory or cwd on
+#: ``sys.path`` (``-P``). Environment variables are read, but the sandbox sets every one of them
+#: (``--clearenv`` / an explicit env), among them ``PYTHONHASHSEED=0``: str/bytes hashes, and
+#: with them set iteration order, are the same in every interpreter, so re-running an
+#: episode's code gives the same output (snapshot restore and rollback rely on it).
+ISOLATION_FLAGS = ("-s", "-P")
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,10 @@ class ExecResult:
                 and self.exit_status in (None, 0))
 
     def render(self) -> str:
-        """The observation text shown to the policy (sections only when non-empty)."""
+        """The observation text shown to the policy (sections only when non-empty).
+
+        Deterministic given the code's output: no timings, so that replaying an episode
+        reproduces its observations (see :mod:`agentic_rl.rollout.rollback`)."""
         parts = []
         if self.stdout:
             parts.append(self.stdout.rstrip("\n"))
@@ -81,7 +91,7 @@ class ExecResult:
         if self.memory_exceeded:
             parts.append("[memory limit exceeded]")
         if self.timed_out:
-            parts.append(f"[timed out after {self.duration_s:.1f} s; the interpreter was "
+            parts.append("[timed out: the call ran past its time limit; the interpreter was "
                          "restarted and its variables are lost]")
         elif self.exit_status is not None:
             parts.append(f"[interpreter exited with status {self.exit_status}; a fresh one "
@@ -116,7 +126,7 @@ class PythonInterpreter:
 
     def _argv(self) -> list[str]:
         settings = worker_settings(self.config, self.uid, self.capture)
-        argv = [self.config.python, "-I", str(WORKER_PATH), json.dumps(settings), self.marker]
+        argv = [self.config.python, *ISOLATION_FLAGS, str(WORKER_PATH), json.dumps(settings), self.marker]
         if self.config.backend == "bwrap":
             return sandbox_command(self.config, self.workspace, argv)
         warn_unsafe_local()
@@ -135,7 +145,7 @@ class PythonInterpreter:
         env = None
         if self.config.backend == "unsafe_local":
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workspace),
-                   "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+                   "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
         self._buffer = b""
         self._proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -28,8 +28,8 @@ file system                    only ``/usr``, ``/bin``, ``/lib*``, a few ``/etc`
                                ``/workspace`` (this episode's dir) is the only writable host
                                path; private ``/tmp`` (tmpfs, size-capped), fresh ``/proc``,
                                minimal ``/dev``
-environment                    ``--clearenv``; only ``PATH``, ``HOME=/workspace``, ``LANG`` and
-                               ``PYTHONDONTWRITEBYTECODE`` are set
+environment                    ``--clearenv``; only ``PATH``, ``HOME=/workspace``, ``LANG``,
+                               ``PYTHONDONTWRITEBYTECODE`` and ``PYTHONHASHSEED=0`` are set
 identity (host runs as root)   the worker drops to a per-episode unprivileged uid/gid;
                                ``no_new_privs`` is set, so set-uid binaries gain nothing
 IPC, hostname                  ``--unshare-ipc``, ``--unshare-uts``
@@ -251,7 +251,7 @@ def sandbox_command(config: SandboxConfig, workspace: Path, argv: list[str]) -> 
             "--ro-bind", str(WORKER_PATH), _SANDBOX_WORKER,
             "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
             "--setenv", "HOME", "/workspace", "--setenv", "LANG", "C.UTF-8",
-            "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--"]
+            "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "PYTHONHASHSEED", "0", "--"]
     return cmd + [argv[0], *[(_SANDBOX_WORKER if a == str(WORKER_PATH) else a) for a in argv[1:]]]
 
 

@@ -84,8 +84,8 @@ def validate(config: TrainConfig) -> Path:
         ConfigError: the env rejects ``env.kwargs`` or ``warmup.env_kwargs``.
         ModelNotFoundError: ``model.path`` does not exist.
     """
-    for section, kwargs in (("env.kwargs", config.env.kwargs),
-                            ("warmup.env_kwargs", {**config.env.kwargs, **config.warmup.env_kwargs})):
+    base = {**permission_kwargs(config), **config.env.kwargs}
+    for section, kwargs in (("env.kwargs", base), ("warmup.env_kwargs", {**base, **config.warmup.env_kwargs})):
         try:
             make(config.env.id, **kwargs).close()
         except (TypeError, ValueError) as exc:
@@ -133,10 +133,24 @@ def setup(config: TrainConfig, run_dir: Path) -> Run:
     )
 
 
+def permission_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """``{"permissions": <[tools.permissions] table>}`` when that table is set, else ``{}``.
+
+    Raises:
+        ConfigError: the table is set but the env takes no ``permissions`` argument.
+    """
+    if not config.tools.permissions:
+        return {}
+    if not accepts(config.env.id, "permissions"):
+        raise ConfigError(f"tools.permissions is set, but env {config.env.id!r} takes no 'permissions' argument")
+    return {"permissions": config.tools.permissions}
+
+
 def env_kwargs(run: Run, **extra: Any) -> dict[str, Any]:
-    """Constructor arguments of the run's envs: ``env.kwargs``, ``extra``, and, for envs that
-    take them, the run's audit log (``RUN_DIR/audit.jsonl``) and run id."""
-    kwargs = {**run.config.env.kwargs, **extra}
+    """Constructor arguments of the run's envs: ``[tools.permissions]`` (as ``permissions``),
+    ``env.kwargs``, ``extra``, and, for envs that take them, the run's audit log
+    (``RUN_DIR/audit.jsonl``) and run id."""
+    kwargs = {**permission_kwargs(run.config), **run.config.env.kwargs, **extra}
     if accepts(run.config.env.id, "audit_path"):
         kwargs.setdefault("audit_path", str(run.run_dir / "audit.jsonl"))
     if accepts(run.config.env.id, "run_id"):
