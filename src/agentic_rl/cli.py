@@ -147,6 +147,21 @@ def _cmd_envs(args) -> int:
     return 0
 
 
+def _cmd_check_env(args) -> int:
+    from agentic_rl.envs.checker import EnvCheckError, check_env
+
+    if args.seeds < 1:
+        raise AgenticRLError(f"--seeds must be at least 1, got {args.seeds}")
+    try:
+        report = check_env(args.env_id, seeds=range(args.seed_start, args.seed_start + args.seeds))
+    except EnvCheckError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    print(f"{report.env_id}: passed {len(report.passed)} checks ({', '.join(report.passed)}) on seeds "
+          f"{report.seeds[0]}..{report.seeds[-1]}; oracle success {report.oracle_success:.0%}")
+    return 0
+
+
 def _cmd_audit(args) -> int:
     from agentic_rl.errors import RunDirError
     from agentic_rl.tools.audit import AUDIT_FILENAME, AuditLog
@@ -193,6 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_cmd_eval)
     p = sub.add_parser("envs", help="list registered environments")
     p.set_defaults(fn=_cmd_envs)
+    p = sub.add_parser("check-env", help="check that an env obeys the env contract (exit 1 listing failed checks)")
+    p.add_argument("env_id", metavar="ID")
+    p.add_argument("--seeds", type=int, default=3, help="number of seeds to check (default 3)")
+    p.add_argument("--seed-start", type=int, default=0, help="first seed (default 0)")
+    p.set_defaults(fn=_cmd_check_env)
     p = sub.add_parser("audit", help="list the tool-call audit log of a run (RUN_DIR/audit.jsonl)")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--tool", help="only calls of this tool")

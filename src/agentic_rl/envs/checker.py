@@ -1,0 +1,441 @@
+"""The environment checker: proves that an env obeys the contract of :mod:`agentic_rl.envs.base`.
+
+In the spirit of Gymnasium's ``gymnasium/utils/env_checker.py``::
+
+    from agentic_rl.envs.checker import check_env
+    report = check_env("calculator-v0", seeds=range(5))   # raises EnvCheckError on any failure
+    report.passed                                        # ('make', 'step_before_reset', ...)
+
+``check_env`` runs every check below and collects *all* failures before raising one
+:class:`EnvCheckError` whose message lists each failed check by name:
+
+==========================  ==================================================================
+check                       what it requires
+==========================  ==================================================================
+``make``                    the id is registered and the env builds (ids only)
+``step_before_reset``       ``step`` on a fresh env raises :class:`EpisodeNotStartedError`
+``reset_determinism``       two fresh envs reset with the same seed give the same first
+                            observation and the same reset info (the task)
+``observation``             every observation is an :class:`Observation` of
+                            :class:`Message` s (role in system/user/assistant/tool, str
+                            content); the first one is non-empty and renders to JSON chat
+                            messages (``[{"role": ..., "content": ...}]``)
+``tool_schemas``            every tool is ``{"name", "description", "parameters"}`` with a
+                            unique name and ``parameters`` a valid JSON Schema (Draft 2020-12,
+                            checked with ``jsonschema``) of ``"type": "object"``
+``step_return``             ``step`` returns ``(Observation, float, bool, bool, dict)`` with a
+                            finite reward and a JSON-serialisable info dict (the trajectory
+                            store writes it)
+``oracle``                  ``oracle_reply`` gives a reply in every state before the end, and
+                            the oracle's episodes terminate within ``max_turns`` with the
+                            rubric's outcome group at 1 (full success) on every seed
+``step_after_end``          ``step`` after the end raises :class:`EpisodeEndedError`
+``rubric``                  ``rubric()`` is a :class:`Rubric`; on the oracle's trajectories its
+                            total is finite, each group component equals the weighted sum of
+                            its functions, and the total equals Σ sign·λ·group (DESIGN.md,
+                            decision 3) for the default and for non-default group weights
+``close``                   ``close`` can be called twice
+==========================  ==================================================================
+
+The oracle's episodes are played here without a tokenizer (the env layer never imports the
+policy layer): the reply text goes through the same tool-call parser as in the rollout engine,
+and the trajectory is built with empty token streams.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.errors import AgenticRLError
+from agentic_rl.rewards import RewardGroup, RewardWeights, Rubric
+from agentic_rl.tools import parse_tool_calls
+from agentic_rl.types import Action, Message, Observation, StopReason, ToolResult, Trajectory, Turn
+
+__all__ = ["CHECKS", "CheckFailure", "CheckReport", "EnvCheckError", "check_env", "play_oracle"]
+
+ROLES = ("system", "user", "assistant", "tool")
+CHECKS = ("make", "step_before_reset", "reset_determinism", "observation", "tool_schemas", "step_return",
+          "oracle", "step_after_end", "rubric", "close")
+_OTHER_WEIGHTS = RewardWeights(outcome=2.0, process=0.5, cost=3.0, risk=0.25)
+
+
+@dataclass(frozen=True)
+class CheckFailure:
+    """One failed check: its name (one of :data:`CHECKS`) and what went wrong."""
+
+    check: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """The result of :func:`check_env` when every check passed.
+
+    Attributes:
+        env_id: the checked env's id ("" for an unregistered instance).
+        seeds: the seeds used.
+        passed: names of the checks that ran and passed, in order.
+        oracle_success: fraction of seeds on which the oracle succeeded (1.0 when passing).
+    """
+
+    env_id: str
+    seeds: tuple[int, ...]
+    passed: tuple[str, ...]
+    oracle_success: float
+
+
+class EnvCheckError(AgenticRLError, AssertionError):
+    """An env broke the contract; ``failures`` lists every failed check.
+
+    The message has one line per failure: ``[check] message``.
+    """
+
+    def __init__(self, env_id: str, failures: Sequence[CheckFailure]):
+        self.env_id = env_id
+        self.failures = tuple(failures)
+        lines = "\n".join(f"  [{f.check}] {f.message}" for f in self.failures)
+        super().__init__(f"env {env_id or '<instance>'} failed {len(self.failures)} check(s):\n{lines}")
+
+
+class _Checks:
+    """Collects failures; ``run(name, fn)`` records an exception or a returned message as a failure."""
+
+    def __init__(self) -> None:
+        self.failures: list[CheckFailure] = []
+        self.passed: list[str] = []
+
+    def fail(self, check: str, message: str) -> None:
+        self.failures.append(CheckFailure(check, message))
+
+    def run(self, check: str, fn: Callable[[], list[str] | None]) -> None:
+        before = len(self.failures)
+        try:
+            messages = fn() or []
+        except Exception as exc:  # noqa: BLE001 - a crashing check is a failed check
+            messages = [f"raised {type(exc).__name__}: {exc}"]
+        for m in messages:
+            self.fail(check, m)
+        if len(self.failures) == before and check not in self.passed:
+            self.passed.append(check)
+
+
+def _json_ok(value: Any) -> str | None:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def observation_problems(obs: Any, where: str, *, first: bool = False) -> list[str]:
+    """Problems of one observation (empty list when it is well-formed). Never raises."""
+    if not isinstance(obs, Observation):
+        return [f"{where}: observation is {type(obs).__name__}, not Observation"]
+    problems = []
+    if not isinstance(obs.messages, tuple):
+        problems.append(f"{where}: messages is {type(obs.messages).__name__}, not tuple")
+    for i, m in enumerate(obs.messages if isinstance(obs.messages, Iterable) else ()):
+        if not isinstance(m, Message):
+            problems.append(f"{where}: message {i} is {type(m).__name__}, not Message")
+        elif m.role not in ROLES:
+            problems.append(f"{where}: message {i} has role {m.role!r} (expected one of {', '.join(ROLES)})")
+        elif not isinstance(m.content, str):
+            problems.append(f"{where}: message {i} content is {type(m.content).__name__}, not str")
+    if first and not problems:
+        if not obs.messages:
+            problems.append(f"{where}: the first observation has no messages")
+        error = _json_ok([{"role": m.role, "content": m.content} for m in obs.messages])
+        if error:
+            problems.append(f"{where}: messages do not render to JSON chat messages: {error}")
+    return problems
+
+
+def tool_schema_problems(tools: Any) -> list[str]:
+    """Problems of an observation's tool schemas (empty when valid). Never raises."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    if not isinstance(tools, (tuple, list)):
+        return [f"tools is {type(tools).__name__}, not a tuple of dicts"]
+    problems, names = [], []
+    for i, schema in enumerate(tools):
+        if not isinstance(schema, dict):
+            problems.append(f"tool {i} is {type(schema).__name__}, not a dict")
+            continue
+        name = schema.get("name")
+        if not isinstance(name, str) or not name:
+            problems.append(f"tool {i} has no string 'name'")
+        names.append(name)
+        if not isinstance(schema.get("description"), str):
+            problems.append(f"tool {name!r} has no string 'description'")
+        params = schema.get("parameters")
+        if not isinstance(params, dict):
+            problems.append(f"tool {name!r}: 'parameters' is missing or not an object")
+            continue
+        try:
+            Draft202012Validator.check_schema(params)
+        except SchemaError as exc:
+            problems.append(f"tool {name!r}: parameters are not a valid JSON Schema: {exc.message}")
+            continue
+        if params.get("type") != "object":
+            problems.append(f"tool {name!r}: parameters must have \"type\": \"object\"")
+    duplicates = sorted({n for n in names if isinstance(n, str) and names.count(n) > 1})
+    if duplicates:
+        problems.append(f"duplicate tool names: {', '.join(duplicates)}")
+    return problems
+
+
+def step_problems(result: Any, where: str) -> list[str]:
+    """Problems of one ``step`` return value (empty when well-formed). Never raises."""
+    if not isinstance(result, tuple) or len(result) != 5:
+        return [f"{where}: step returned {type(result).__name__}, not a 5-tuple"]
+    obs, reward, terminated, truncated, info = result
+    problems = observation_problems(obs, where)
+    if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+        problems.append(f"{where}: reward is {type(reward).__name__}, not float")
+    elif not math.isfinite(reward):
+        problems.append(f"{where}: reward {reward} is not finite")
+    for name, flag in (("terminated", terminated), ("truncated", truncated)):
+        if not isinstance(flag, bool):
+            problems.append(f"{where}: {name} is {type(flag).__name__}, not bool")
+    if not isinstance(info, dict):
+        problems.append(f"{where}: info is {type(info).__name__}, not dict")
+    else:
+        error = _json_ok(info)
+        if error:
+            problems.append(f"{where}: info is not JSON-serialisable: {error}")
+    return problems
+
+
+def play_oracle(env: Env, seed: int, *, max_turns: int = 10,
+                on_step: Callable[[Any, int], None] | None = None) -> Trajectory:
+    """Play one episode of ``env`` with its own oracle; return the (unscored) trajectory.
+
+    Token streams are empty (no tokenizer is involved). ``on_step(step_result, turn)`` sees
+    every raw ``step`` return value.
+
+    Raises:
+        ValueError: the oracle has no reply before the episode ended.
+        Whatever ``reset``/``step`` raise.
+    """
+    obs, info = env.reset(seed=seed, options={"trajectory_id": f"check-{seed}"})
+    messages = list(obs.messages)
+    turns: list[Turn] = []
+    stop = StopReason.MAX_TURNS
+    for index in range(max_turns):
+        text = env.oracle_reply()
+        if text is None:
+            raise ValueError(f"seed {seed}: oracle_reply() returned None at turn {index} before the episode ended")
+        calls, errors = parse_tool_calls(text, turn_index=index)
+        result = env.step(Action(text=text, tool_calls=calls, tool_call_errors=errors))
+        if on_step is not None:
+            on_step(result, index)
+        step_obs, reward, terminated, truncated, step_info = result
+        results = tuple(ToolResult(**r) for r in step_info.get("tool_results", ()))
+        messages.append(Message("assistant", text))
+        messages.extend(step_obs.messages)
+        turns.append(Turn(index, Action(text, calls, errors), step_obs if step_obs.messages else None,
+                          float(reward), results, (), (), (), dict(step_info)))
+        if terminated or truncated:
+            stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED
+            break
+    return Trajectory(env.env_id, seed, f"check-{seed}", f"check-{seed}", tuple(messages), tuple(turns),
+                      (), (), (), stop, info=dict(info))
+
+
+def rubric_problems(rubric: Any, trajectory: Trajectory, weights: RewardWeights) -> list[str]:
+    """Check the rubric's score object on one trajectory (see the module docstring). Never raises."""
+    if not isinstance(rubric, Rubric):
+        return [f"rubric() returned {type(rubric).__name__}, not Rubric"]
+    try:
+        total, comps = rubric.score(trajectory)
+    except Exception as exc:  # noqa: BLE001
+        return [f"seed {trajectory.seed}: rubric.score raised {type(exc).__name__}: {exc}"]
+    problems = []
+    if not math.isfinite(total):
+        problems.append(f"seed {trajectory.seed}: total reward {total} is not finite")
+    expected_total = 0.0
+    for group in RewardGroup:
+        members = [f for f in rubric.functions if f.group == group]
+        missing = [f.name for f in members if f.name not in comps]
+        if missing or group.value not in comps:
+            problems.append(f"seed {trajectory.seed}: components miss {missing or [group.value]}")
+            continue
+        group_sum = sum(f.weight * comps[f.name] for f in members)
+        if not math.isclose(comps[group.value], group_sum, rel_tol=1e-9, abs_tol=1e-9):
+            problems.append(f"seed {trajectory.seed}: group {group.value!r} is {comps[group.value]} but its "
+                            f"weighted components sum to {group_sum}")
+        expected_total += group.sign * weights.of(group) * group_sum
+    if not problems and not math.isclose(total, expected_total, rel_tol=1e-9, abs_tol=1e-9):
+        problems.append(f"seed {trajectory.seed}: total {total} != Σ sign·λ·group = {expected_total} "
+                        f"(weights {dataclasses.asdict(weights)})")
+    return problems
+
+
+def _determinism(make_env: Callable[[], Env], seeds: Sequence[int]) -> list[str]:
+    problems = []
+    for seed in seeds:
+        a, b = make_env(), make_env()
+        try:
+            (obs_a, info_a), (obs_b, info_b) = a.reset(seed=seed), b.reset(seed=seed)
+            obs_a2, info_a2 = a.reset(seed=seed)  # a second reset of the same instance, too
+        finally:
+            a.close()
+            b.close()
+        if obs_a != obs_b or obs_a != obs_a2:
+            problems.append(f"seed {seed}: the same seed gave different first observations")
+        if _canonical(info_a) != _canonical(info_b) or _canonical(info_a) != _canonical(info_a2):
+            problems.append(f"seed {seed}: the same seed gave different reset info (task): {info_a!r} vs {info_b!r}")
+    return problems
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+def _step_before_reset(make_env: Callable[[], Env]) -> list[str]:
+    env = make_env()
+    try:
+        env.step(Action(text="<answer>0</answer>"))
+    except EpisodeNotStartedError:
+        return []
+    except Exception as exc:  # noqa: BLE001
+        return [f"step before reset raised {type(exc).__name__} ({exc}), not EpisodeNotStartedError"]
+    finally:
+        env.close()
+    return ["step before reset did not raise (expected EpisodeNotStartedError)"]
+
+
+def _oracle_and_rubric(checks: _Checks, make_env: Callable[[], Env], seeds: Sequence[int], max_turns: int,
+                       weights: RewardWeights) -> float:
+    successes = 0
+    for seed in seeds:
+        env = make_env()
+        try:
+            checks.run("observation", lambda: observation_problems(env.reset(seed=seed)[0], f"seed {seed} reset",
+                                                                   first=True))
+            checks.run("tool_schemas", lambda: [f"seed {seed}: {p}" for p in tool_schema_problems(
+                env.reset(seed=seed)[0].tools)])
+            step_issues: list[str] = []
+            trajectory: Trajectory | None = None
+
+            def play() -> list[str]:
+                nonlocal trajectory
+                trajectory = play_oracle(env, seed, max_turns=max_turns, on_step=lambda r, i: step_issues.extend(
+                    step_problems(r, f"seed {seed} turn {i}")))
+                if trajectory.stop_reason != StopReason.TERMINATED:
+                    return [f"seed {seed}: the oracle's episode did not terminate within {max_turns} turns "
+                            f"({trajectory.stop_reason.value})"]
+                return []
+
+            checks.run("oracle", play)
+            checks.run("step_return", lambda: step_issues)
+            if trajectory is None:
+                continue
+            checks.run("step_after_end", lambda: _step_after_end(env, trajectory))
+            rubric_ok = True
+            for w in (weights, _OTHER_WEIGHTS):
+                before = len(checks.failures)
+                checks.run("rubric", lambda: rubric_problems(env.rubric(w), trajectory, w))
+                rubric_ok = rubric_ok and len(checks.failures) == before
+            if rubric_ok and trajectory.terminated:
+                _, comps = env.rubric(weights).score(trajectory)
+                if comps["outcome"] >= 1.0 - 1e-9:
+                    successes += 1
+                else:
+                    checks.fail("oracle", f"seed {seed}: the oracle did not succeed (outcome {comps['outcome']})")
+        finally:
+            env.close()
+    return successes / max(len(seeds), 1)
+
+
+def _step_after_end(env: Env, trajectory: Trajectory) -> list[str]:
+    if trajectory.stop_reason not in (StopReason.TERMINATED, StopReason.TRUNCATED):
+        return []
+    try:
+        env.step(Action(text="<answer>0</answer>"))
+    except EpisodeEndedError:
+        return []
+    except Exception as exc:  # noqa: BLE001
+        return [f"seed {trajectory.seed}: step after the end raised {type(exc).__name__} ({exc}), "
+                "not EpisodeEndedError"]
+    return [f"seed {trajectory.seed}: step after the end did not raise (expected EpisodeEndedError)"]
+
+
+def _close_twice(make_env: Callable[[], Env]) -> list[str]:
+    env = make_env()
+    env.reset(seed=0)
+    env.close()
+    env.close()
+    return []
+
+
+def check_env(env_or_id: str | Env | Callable[[], Env], seeds: Iterable[int] = range(3), *,
+              env_kwargs: dict[str, Any] | None = None, max_turns: int = 10,
+              weights: RewardWeights = RewardWeights()) -> CheckReport:
+    """Run every check of the module docstring on an env; raise if any fails.
+
+    Args:
+        env_or_id: a registered id (built with ``make(id, **env_kwargs)``), a zero-argument
+            factory returning a fresh env, or an env instance (its class is called with no
+            arguments for the checks that need fresh instances).
+        seeds: seeds for the determinism, oracle and rubric checks (at least one).
+        env_kwargs: constructor arguments when ``env_or_id`` is an id.
+        max_turns: most oracle turns per episode.
+        weights: group weights of the rubric check (a second, non-default set is also used).
+
+    Returns:
+        a :class:`CheckReport` (every check passed).
+
+    Raises:
+        EnvCheckError: one or more checks failed; its ``failures`` and message list them all.
+        UnknownEnvError: the id is not registered.
+        ValueError: ``seeds`` is empty.
+    """
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("check_env needs at least one seed")
+    env_id, make_env = _factory(env_or_id, env_kwargs or {})
+    checks = _Checks()
+    try:
+        make_env().close()
+    except AgenticRLError:
+        raise  # e.g. UnknownEnvError: a user error, not a broken env
+    except Exception as exc:  # noqa: BLE001
+        checks.fail("make", f"building the env raised {type(exc).__name__}: {exc}")
+    if checks.failures:
+        raise EnvCheckError(env_id, checks.failures)
+    checks.run("step_before_reset", lambda: _step_before_reset(make_env))
+    checks.run("reset_determinism", lambda: _determinism(make_env, seeds))
+    success = _oracle_and_rubric(checks, make_env, seeds, max_turns, weights)
+    checks.run("close", lambda: _close_twice(make_env))
+    if "make" not in checks.passed:
+        checks.passed.insert(0, "make")
+    if checks.failures:
+        raise EnvCheckError(env_id, checks.failures)
+    return CheckReport(env_id, seeds, tuple(c for c in CHECKS if c in checks.passed), success)
+
+
+def _factory(env_or_id: str | Env | Callable[[], Env], kwargs: dict[str, Any]) -> tuple[str, Callable[[], Env]]:
+    if isinstance(env_or_id, str):
+        from agentic_rl.envs.registry import make
+
+        return env_or_id, lambda: make(env_or_id, **kwargs)
+    if isinstance(env_or_id, Env):
+        instance, cls = env_or_id, type(env_or_id)
+
+        def fresh() -> Env:
+            env = cls()
+            env.env_id = instance.env_id
+            return env
+
+        return instance.env_id, fresh
+    if callable(env_or_id):
+        return "", env_or_id
+    raise TypeError(f"check_env takes an env id, an Env or a factory, got {type(env_or_id).__name__}")
