@@ -50,7 +50,7 @@ def test_oracle_wins_deterministic_games(env_id, seeds):
     for seed in seeds:
         infos, rewards = _play_oracle(env, seed)
         assert infos[-1]["won"], (env_id, seed)
-        assert all(i["valid_action"] for i in infos)
+        assert all(i["valid_action"] and i["process_reward"] == 0.0 for i in infos)
         assert [i["turn_reward"] for i in infos] == rewards  # the per-turn reward is in the info
     if env_id == "cliffwalking-v0":
         # the shortest safe path: up, 11 x right, down = 13 moves at -1 each
@@ -73,6 +73,7 @@ def test_invalid_action_is_an_error_observation_not_a_crash(env_id):
         obs, reward, terminated, truncated, info = env.step(Action(reply))
         assert reward == 0.0 and not terminated and not truncated
         assert info["valid_action"] is False and info["turn_reward"] == 0.0 and info["action"] is None
+        assert info["process_reward"] == -1.0
         assert obs.messages[0].content.startswith("Invalid action")
         assert "<action>" in obs.messages[0].content  # the syntax is repeated
     assert env.state_text() == first.messages[1].content  # the game never saw the invalid replies

@@ -86,7 +86,7 @@ def test_invalid_moves_never_crash(env_id):
     env = make(env_id)
     env.reset(seed=2)
     obs, reward, terminated, truncated, info = env.step(Action("I am not sure what to do."))
-    assert info["valid_action"] is False and not terminated and reward == 0.0
+    assert info["valid_action"] is False and not terminated and reward == 0.0 and info["process_reward"] == -1.0
     assert "invalid move" in obs.messages[0].content.lower()
     # a second invalid move in a row ends the game (TextArena's rule), with a score in [0, 1)
     obs, reward, terminated, truncated, info = env.step(Action("[[[ ]]] \x00 [-1 x]"))

@@ -35,7 +35,7 @@ import numpy as np
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.games.planning import greedy_action, value_iteration
-from agentic_rl.envs.games.rubric import TURN_REWARD, game_rubric
+from agentic_rl.envs.games.rubric import PROCESS_REWARD, TURN_REWARD, game_rubric
 from agentic_rl.envs.games.text import action_help, parse_action, strip_ansi
 from agentic_rl.rewards import RewardWeights, Rubric
 from agentic_rl.types import Action, Message, Observation
@@ -177,6 +177,7 @@ class GymTextEnv(Env):
             text += "\nThe turn limit is reached."
         self._done = terminated or truncated
         info = {TURN_REWARD: reward, "valid_action": index is not None, "won": won,
+                PROCESS_REWARD: 0.0 if index is not None else -1.0,
                 "game_return": self._return, "action": self.action_names[index] if index is not None else None}
         return Observation(messages=(Message("user", text),)), reward, terminated, truncated, info
 

@@ -12,6 +12,9 @@ assignment reads ``turn_reward``):
     bool, the game ended in success on this turn (only True on the final turn).
 ``game_return``
     float, the game's undiscounted return so far (Σ turn_reward).
+``process_reward``
+    float, −1.0 for an invalid action and 0.0 otherwise: the per-turn process signal that
+    turn-level credit assignment reads (``agentic_rl.algorithms.trajectory_steps``).
 
 Components:
 
@@ -28,6 +31,7 @@ from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubri
 from agentic_rl.types import Trajectory
 
 TURN_REWARD = "turn_reward"
+PROCESS_REWARD = "process_reward"
 
 
 def game_won(trajectory: Trajectory) -> float:

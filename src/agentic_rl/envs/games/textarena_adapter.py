@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
-from agentic_rl.envs.games.rubric import TURN_REWARD, game_rubric
+from agentic_rl.envs.games.rubric import PROCESS_REWARD, TURN_REWARD, game_rubric
 from agentic_rl.envs.games.text import last_bracketed
 from agentic_rl.envs.games.textarena_games import GAMES, TextArenaGame
 from agentic_rl.errors import EnvUnavailableError
@@ -219,6 +219,7 @@ class TextArenaEnv(Env):
             text += "\nThe turn limit is reached."
         self._done = bool(done) or truncated
         info.update({TURN_REWARD: reward, "valid_action": not invalid, "won": won, "game_return": reward,
+                     PROCESS_REWARD: -1.0 if invalid else 0.0,
                      "move": move if len(move) <= 60 else move[:57] + "..."})
         return Observation(messages=(Message("user", text.strip()),)), reward, bool(done), truncated, info
 
