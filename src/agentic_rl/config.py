@@ -118,7 +118,8 @@ class AlgorithmConfig:
     """``[algorithm]``: the RL phase.
 
     Attributes:
-        name: advantage estimator (``grpo``, ``dr_grpo``, ``rloo``).
+        name: credit assignment method: ``grpo`` | ``dr_grpo`` | ``rloo`` | ``reinforce_pp`` |
+            ``ppo`` | ``gigpo`` | ``turn_grpo`` (table in :mod:`agentic_rl.trainer.credit`).
         steps: optimizer steps of RL.
         tasks_per_step: distinct tasks (groups) per step.
         group_size: G rollouts per task, all from the same seed.
@@ -126,13 +127,30 @@ class AlgorithmConfig:
         std_eps: ε of GRPO's (r − mean) / (std + ε), in reward units. A value well above
             float epsilon (default 0.1) keeps groups whose rewards differ only by small cost
             terms (a few tokens) from being blown up to unit advantages; real successes and
-            failures (std ≈ 0.3–0.5) are scaled almost as with ε → 0. Used by ``grpo`` only.
+            failures (std ≈ 0.3–0.5) are scaled almost as with ε → 0. Used by ``grpo``,
+            ``gigpo`` and ``turn_grpo``.
+        std_scope: ``group`` (std of the task's group) or ``batch`` (std of the whole step's
+            rewards, group mean kept) for ``grpo``.
         clip_eps_low, clip_eps_high: PPO clip range [1 − low, 1 + high].
-        kl_coef: β of the k3 KL penalty to the initial policy in the loss (0 = off).
+        dual_clip: c > 1 of dual-clip PPO (bounds the loss of negative advantages); 0 = off.
+        kl_coef: β of the KL penalty to the initial policy (0 = off).
+        kl_estimator: ``k1`` | ``k2`` | ``k3`` (Schulman 2020).
+        kl_mode: ``loss`` (β·KL added to the loss, GRPO) or ``reward`` (−β·KL per token folded
+            into the returns/advantages, InstructGPT/REINFORCE++).
+        loss_agg: ``token-mean`` | ``seq-mean-token-mean`` | ``seq-mean-token-sum`` (see
+            ``agentic_rl.algorithms.token_loss_weights`` for the bias of each).
+        loss_norm_constant: C of ``seq-mean-token-sum``; 0 = the generation budget
+            ``rollout.max_turns × rollout.max_new_tokens``.
+        gamma: discount γ over turns (gigpo, turn_grpo) or tokens (ppo, reinforce_pp).
+        lam: GAE λ (ppo).
+        gigpo_step_weight: ω, weight of GiGPO's step-level advantage.
+        process_coef: c, weight of the per-turn process credit (turn_grpo).
+        value_lr: AdamW learning rate of PPO's value head; value_clip: its value-loss clip
+            range (0 = unclipped).
         micro_batch_size: trajectories per forward/backward (bounds memory).
         max_grad_norm: gradient clipping (0 = off).
-        skip_zero_advantage: drop trajectories whose advantage is exactly 0 from the update
-            (they carry no policy gradient; with kl_coef > 0 they are kept).
+        skip_zero_advantage: drop trajectories whose advantages are all exactly 0 from the
+            update (they carry no policy gradient; with kl_coef > 0 or ppo they are kept).
     """
 
     name: str = "grpo"
@@ -148,6 +166,31 @@ class AlgorithmConfig:
     micro_batch_size: int = 8
     max_grad_norm: float = 1.0
     skip_zero_advantage: bool = True
+    std_scope: str = "group"
+    dual_clip: float = 0.0
+    kl_estimator: str = "k3"
+    kl_mode: str = "loss"
+    loss_agg: str = "token-mean"
+    loss_norm_constant: float = 0.0
+    gamma: float = 1.0
+    lam: float = 0.95
+    gigpo_step_weight: float = 1.0
+    process_coef: float = 0.5
+    value_lr: float = 1e-3
+    value_clip: float = 0.2
+
+    def __post_init__(self) -> None:
+        choices = {"std_scope": ("group", "batch"), "kl_estimator": ("k1", "k2", "k3"),
+                   "kl_mode": ("loss", "reward"),
+                   "loss_agg": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")}
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ValueError(f"algorithm.{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
+        for key in ("gamma", "lam"):
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                raise ValueError(f"algorithm.{key} must be in [0, 1], got {getattr(self, key)}")
+        if self.dual_clip != 0.0 and not self.dual_clip > 1.0:
+            raise ValueError(f"algorithm.dual_clip must be 0 (off) or > 1, got {self.dual_clip}")
 
 
 @dataclass(frozen=True)
@@ -191,7 +234,8 @@ _POSITIVE = {
     "rollout.max_turns", "rollout.max_new_tokens", "rollout.max_total_tokens", "rollout.temperature",
     "model.lora_rank", "checkpoint_every",
 }
-_NON_NEGATIVE = {"algorithm.std_eps", "algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads"}
+_NON_NEGATIVE = {"algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
+                 "algorithm.value_clip", "algorithm.value_lr", "algorithm.std_eps", "algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads"}
 
 
 def _check_value(key: str, hint: Any, value: Any, source: str) -> Any:

@@ -116,7 +116,8 @@ def ppo_clip_loss(
             such tokens get zero gradient.
 
     Returns:
-        (scalar loss, metrics) where metrics, averaged over masked tokens, are
+        (scalar loss, metrics) where metrics, plain means over the tokens with a non-zero
+        ``loss_mask`` (weights do not weigh them), are
         "clip_fraction" (tokens where the clipped term is the active one: rho > 1+high with
         A > 0, or rho < 1-low with A < 0; these get zero gradient), "ratio_mean", and
         "approx_kl" (mean of old_logprobs - logprobs, the k1 estimate of KL(old || new)).
@@ -144,10 +145,10 @@ def ppo_clip_loss(
         clipped = ((adv > 0) & (ratio > 1.0 + clip_eps_high)) | (
             (adv < 0) & (ratio < 1.0 - clip_eps_low)
         )
-        metrics = {
-            "clip_fraction": masked_mean(clipped.float(), loss_mask).item(),
-            "ratio_mean": masked_mean(ratio, loss_mask).item(),
-            "approx_kl": masked_mean(-log_ratio, loss_mask).item(),
+        metrics = {  # plain means over the trained tokens (not weighted by loss weights)
+            "clip_fraction": masked_mean(clipped.float(), keep).item(),
+            "ratio_mean": masked_mean(ratio, keep).item(),
+            "approx_kl": masked_mean(-log_ratio, keep).item(),
         }
     return loss, metrics
 

@@ -3,14 +3,17 @@
 Read top to bottom, it is the whole data flow of DESIGN.md::
 
     seeds -> env.reset -> rollout engine (policy.generate, tool-call parser, env.step)
-          -> trajectories -> rubric -> group advantages -> PPO-clip loss -> optimizer.step()
+          -> trajectories -> rubric -> credit assignment (advantages) -> PPO-clip loss -> optimizer.step()
 
 Phases: (1) greedy evaluation of the base model on held-out seeds; (2) warm-up: supervised
 fine-tuning on the env oracle's demonstrations, rendered through the same token-in/token-out
 path (loss only on the assistant's tokens); evaluation; checkpoint; (3) RL: each step samples
-``tasks_per_step`` tasks × ``group_size`` rollouts from the same seed, scores them, computes
-group-relative advantages and takes one PPO-clip step against the logprobs recorded at
-sampling; periodic evaluation and checkpoints; (4) final evaluation, the final model as a HF
+``tasks_per_step`` tasks × ``group_size`` rollouts from the same seed, scores them, assigns
+credit with ``algorithm.name`` (group-relative by default; see :mod:`agentic_rl.trainer.credit`
+for GiGPO, turn-level credit, REINFORCE++ and PPO with a value head) and takes one PPO-clip step
+against the logprobs recorded at sampling; the per-turn and per-token advantages go into each
+stored RL record as ``record["advantages"] = {"turn": [...], "token": [...]}``; periodic
+evaluation and checkpoints; (4) final evaluation, the final model as a HF
 directory, ``summary.json`` and ``report.html``. ``resume`` continues from the newest
 checkpoint with the same optimizer, RNG and step.
 """
@@ -29,7 +32,6 @@ from typing import Any
 
 import torch
 
-from agentic_rl.algorithms import get_advantage_estimator
 from agentic_rl.config import TrainConfig, load_config, save_config
 from agentic_rl.envs import accepts, make
 from agentic_rl.policy.chat import ChatFormat
@@ -37,12 +39,14 @@ from agentic_rl.policy.hf import HFPolicy
 from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
+from agentic_rl.trainer.credit import ALGORITHMS, CRITIC_ALGORITHMS, assign_credit, turn_means
+from agentic_rl.trainer.critic import ValueModel, hidden_size
 from agentic_rl.trainer.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from agentic_rl.errors import ConfigError
 from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
 from agentic_rl.trainer.report import write_report
 from agentic_rl.trainer.run_dir import MetricsLog, new_run_dir, truncate_after
-from agentic_rl.trainer.update import policy_gradient_update, sft_update
+from agentic_rl.trainer.update import CriticSetup, policy_gradient_update, sft_update
 from agentic_rl.trajectories import TrajectoryStore, trajectory_to_record
 from agentic_rl.types import Trajectory
 
@@ -71,6 +75,7 @@ class Run:
     store: TrajectoryStore
     evals: list[dict[str, Any]]
     timings: dict[str, float]
+    critic: ValueModel | None = None
 
 
 def validate(config: TrainConfig) -> Path:
@@ -90,10 +95,9 @@ def validate(config: TrainConfig) -> Path:
             make(config.env.id, **kwargs).close()
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{section} rejected by {config.env.id}: {exc}") from None
-    try:
-        get_advantage_estimator(config.algorithm.name)
-    except KeyError as exc:
-        raise ConfigError(f"algorithm.name: {exc.args[0]}") from None
+    if config.algorithm.name not in ALGORITHMS:
+        raise ConfigError(f"algorithm.name: unknown algorithm {config.algorithm.name!r}; "
+                          f"known: {', '.join(sorted(ALGORITHMS))}")
     return resolve_model_dir(config.model.path)
 
 
@@ -228,8 +232,53 @@ def warmup(run: Run, progress: Progress) -> None:
     run.timings["warmup_seconds"] = time.perf_counter() - started
 
 
+def _credit_and_update(run: Run, optimizer: torch.optim.Optimizer, ref_model: Any,
+                       valid: list[Trajectory]) -> tuple[dict[str, float], dict[int, dict[str, Any]]]:
+    """Credit assignment (``algorithm.name``) and one policy update on a step's valid trajectories.
+
+    Returns:
+        the update's metrics, and per trajectory (keyed by ``id``) the record fields of the
+        credit view: ``advantage`` (the trajectory-level advantage, None where the method has
+        none) and ``advantages = {"turn": [...], "token": [...]}`` (token list aligned with
+        ``token_ids``, the advantages the loss used; 0 on untrained tokens).
+    """
+    cfg = run.config
+    alg = cfg.algorithm
+    credit = assign_credit(valid, alg)
+    uses_critic = alg.name in CRITIC_ALGORITHMS
+
+    def nonzero(a) -> bool:
+        return a != 0.0 if isinstance(a, float) else any(x != 0.0 for x in a)
+
+    keep = [i for i in range(len(valid)) if uses_critic or not alg.skip_zero_advantage or alg.kl_coef > 0
+            or nonzero(credit.advantages[i])]
+    stats: dict[str, float] = {"train/trajectories": float(len(keep))}
+    used: list[list[float]] = []
+    if keep:
+        critic = None
+        if uses_critic:
+            critic = CriticSetup(run.critic.head, run.critic.optimizer, [credit.token_rewards[i] for i in keep],
+                                 gamma=alg.gamma, lam=alg.lam, clip_eps=alg.value_clip or None,
+                                 max_grad_norm=alg.max_grad_norm)
+        stats.update(policy_gradient_update(
+            run.model, optimizer, [valid[i] for i in keep], None if uses_critic else [credit.advantages[i] for i in keep],
+            micro_batch_size=alg.micro_batch_size, clip_eps_low=alg.clip_eps_low, clip_eps_high=alg.clip_eps_high,
+            dual_clip=alg.dual_clip or None, kl_coef=alg.kl_coef, kl_estimator=alg.kl_estimator, kl_mode=alg.kl_mode,
+            ref_model=ref_model, temperature=cfg.rollout.temperature, max_grad_norm=alg.max_grad_norm,
+            loss_agg=alg.loss_agg, loss_norm_constant=alg.loss_norm_constant or cfg.rollout.max_turns * cfg.rollout.max_new_tokens,
+            gamma=alg.gamma, critic=critic, advantages_out=used,
+        ))
+    tokens_of = dict(zip(keep, used))
+    view = {}
+    for i, t in enumerate(valid):
+        tokens = tokens_of.get(i, [0.0] * len(t.token_ids))
+        turn = credit.turn[i] if credit.turn[i] and alg.kl_mode == "loss" else turn_means(t, tokens)
+        view[id(t)] = {"advantage": credit.outcome[i], "advantages": {"turn": turn, "token": tokens}}
+    return stats, view
+
+
 def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: Any) -> dict[str, Any]:
-    """One GRPO step: G rollouts for each of B tasks, rubric, group advantages, PPO-clip update."""
+    """One RL step: G rollouts for each of B tasks, rubric, credit assignment, PPO-clip update."""
     cfg = run.config
     alg = cfg.algorithm
     t0 = time.perf_counter()
@@ -241,29 +290,15 @@ def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: An
     trajectories = [rubric.apply(t) for t in trajectories]
     t_rollout = time.perf_counter() - t0
     valid = [t for t in trajectories if not t.failed]
-    advantages = [0.0] * len(valid)
-    if valid:
-        rewards = torch.tensor([t.reward for t in valid], dtype=torch.float64)
-        estimator = get_advantage_estimator(alg.name)
-        options = {"eps": alg.std_eps} if alg.name == "grpo" else {}
-        advantages = estimator(rewards, [t.group_id for t in valid], **options).tolist()
-    train_on = [(t, a) for t, a in zip(valid, advantages) if a != 0.0 or not alg.skip_zero_advantage or alg.kl_coef > 0]
-    stats: dict[str, float] = {"train/trajectories": float(len(train_on))}
-    if train_on:
-        stats.update(policy_gradient_update(
-            run.model, optimizer, [t for t, _ in train_on], [a for _, a in train_on],
-            micro_batch_size=alg.micro_batch_size, clip_eps_low=alg.clip_eps_low, clip_eps_high=alg.clip_eps_high,
-            kl_coef=alg.kl_coef, ref_model=ref_model, temperature=cfg.rollout.temperature,
-            max_grad_norm=alg.max_grad_norm,
-        ))
+    stats, credit_view = _credit_and_update(run, optimizer, ref_model, valid)
     elapsed = time.perf_counter() - t0
     generated = sum(t.num_generated_tokens for t in trajectories)
     row = {"phase": "rl", "step": step + 1, "rl_step": step + 1, **summarize(trajectories, "rollout"), **stats,
            "perf/step_time_s": elapsed, "perf/rollout_time_s": t_rollout, "perf/update_time_s": elapsed - t_rollout,
            "perf/tokens_per_s": generated / max(t_rollout, 1e-9)}
     run.metrics.write(row)
-    adv_of = {id(t): a for t, a in zip(valid, advantages)}
-    run.store.append(trajectory_to_record(t, phase="rl", step=step + 1, rl_step=step + 1, advantage=adv_of.get(id(t)))
+    run.store.append(trajectory_to_record(t, phase="rl", step=step + 1, rl_step=step + 1,
+                                          **credit_view.get(id(t), {"advantage": None}))
                      for t in trajectories)
     for env in envs:
         env.close()
@@ -289,10 +324,14 @@ def train(config: TrainConfig | None, *, resume: Path | None = None, progress: P
     run = setup(config, run_dir)
     alg = config.algorithm
     optimizer = _optimizer(run, alg.lr, alg.weight_decay)
+    if alg.name in CRITIC_ALGORITHMS:
+        run.critic = ValueModel(hidden_size(run.model), alg.value_lr, next(run.model.parameters()).device)
     start = time.perf_counter()
     if resume is not None:
         state = load_checkpoint(checkpoint, run.model, optimizer, run.sampler)
         truncate_after(run_dir, state.rl_step)
+        if run.critic is not None:
+            _load_value_head(run, checkpoint)
         first_step, run.evals, run.timings = state.rl_step, state.evals, dict(state.extra)
         progress("resume", state.rl_step, alg.steps, f"resumed at RL step {state.rl_step}")
     else:
@@ -302,7 +341,7 @@ def train(config: TrainConfig | None, *, resume: Path | None = None, progress: P
             warmup(run, progress)
             run_eval(run, "warmup", 0, progress)
         first_step = 0
-        save_checkpoint(run_dir, run.model, optimizer, run.sampler, TrainerState(0, run.evals, run.timings))
+        _save_checkpoint(run, optimizer, TrainerState(0, run.evals, run.timings))
         if alg.kl_coef > 0:
             torch.save(_reference_weights(run.model), run_dir / "checkpoints" / "reference.pt")
     ref_model = _reference_model(run) if alg.kl_coef > 0 else None
@@ -316,13 +355,28 @@ def train(config: TrainConfig | None, *, resume: Path | None = None, progress: P
         if (step + 1) % config.checkpoint_every == 0 or step + 1 == alg.steps:
             run.timings["rl_seconds"] = run.timings.get("rl_seconds", 0.0) + time.perf_counter() - rl_started
             rl_started = time.perf_counter()
-            save_checkpoint(run_dir, run.model, optimizer, run.sampler, TrainerState(step + 1, run.evals, run.timings))
+            _save_checkpoint(run, optimizer, TrainerState(step + 1, run.evals, run.timings))
     run_eval(run, "final", alg.steps, progress)
     run.timings["total_seconds_this_process"] = time.perf_counter() - start
     _export(run)
     _write_summary(run)
     write_report(run_dir)
     return run_dir
+
+
+def _save_checkpoint(run: Run, optimizer: torch.optim.Optimizer, state: TrainerState) -> None:
+    """The run's checkpoint, plus PPO's value head (``value_head.pt``) when there is one."""
+    path = save_checkpoint(run.run_dir, run.model, optimizer, run.sampler, state)
+    if run.critic is not None:
+        run.critic.head.save(path / "value_head.pt", run.critic.optimizer)
+
+
+def _load_value_head(run: Run, checkpoint: Path) -> None:
+    path = checkpoint / "value_head.pt"
+    if path.is_file():
+        run.critic.head.load(path, run.critic.optimizer)
+    else:  # killed between writing the checkpoint and the value head
+        log.warning("no value head in %s: PPO's value head restarts from zero", checkpoint)
 
 
 def _reference_weights(model) -> dict[str, torch.Tensor]:

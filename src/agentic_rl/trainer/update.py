@@ -1,27 +1,73 @@
-"""One optimizer step: supervised (warm-up) or policy-gradient (PPO-clip / GRPO).
+"""One optimizer step: supervised (warm-up) or policy-gradient (PPO-clip / GRPO / PPO with a critic).
 
-Both steps run over micro-batches of trajectories (gradient accumulation) and normalise by the
-number of trained tokens of the *whole* step, so the result is one global token-mean whatever
-the micro-batch size (DAPO's token-mean, Yu et al. 2025, arXiv:2503.14476).
+Both steps run over micro-batches of trajectories (gradient accumulation) with per-token loss
+weights fixed for the *whole* step, so the result does not depend on the micro-batch size.
+The default weights are one global token-mean (DAPO, Yu et al. 2025, arXiv:2503.14476); the
+other aggregation modes and their biases are in :func:`agentic_rl.algorithms.token_loss_weights`.
 
 Policy-gradient loss per trained token (Schulman et al. 2017, arXiv:1707.06347; GRPO, Shao et
 al. 2024, arXiv:2402.03300)::
 
-    L = −min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A) + β · k3(π_θ, π_ref),   ρ = exp(logp − old_logp)
+    L = −min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A) [dual clip: max(·, c·A) for A < 0]
+        + β · k(π_θ, π_ref)   (kl_mode "loss")            ρ = exp(logp − old_logp)
 
 ``old_logp`` is the logprob recorded at sampling (the behaviour policy), so ρ corrects any
 mismatch between the sampler and the trainer; ``train/logprob_diff`` logs that mismatch.
+
+Advantages come in one of three ways: one number per trajectory (broadcast to its tokens),
+one number per token (turn-level credit spread over each turn's tokens), or — with a
+:class:`CriticSetup` — computed inside the step by GAE(λ) from a value head that reads the
+hidden states of this same forward pass (no second pass). With ``kl_mode="reward"`` the KL
+estimate is a per-token reward penalty −β·k_t instead: its discounted return is added to the
+given advantages, or it enters the token rewards before GAE (InstructGPT-style).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
 
 import torch
+from torch import Tensor
 
-from agentic_rl.algorithms import kl_k3, ppo_clip_loss
-from agentic_rl.trainer.scoring import pack, score
+from agentic_rl.algorithms import (
+    discounted_returns,
+    gae_advantages,
+    get_kl_estimator,
+    ppo_clip_loss,
+    token_loss_weights,
+    value_loss,
+)
+from agentic_rl.trainer.critic import ValueHead, capture_head_inputs
+from agentic_rl.trainer.scoring import PackedBatch, pack, score
 from agentic_rl.types import Trajectory
+
+#: one advantage per trajectory, or one per token of its stream (length T, read at trained tokens)
+Advantage = float | Sequence[float]
+
+
+@dataclass(frozen=True)
+class CriticSetup:
+    """PPO's value model for :func:`policy_gradient_update`.
+
+    Attributes:
+        head: the value head (reads the policy's hidden states).
+        optimizer: the head's own optimizer (stepped once per update).
+        token_rewards: per trajectory, a list of length T (its token stream): the reward of each
+            step, placed on the last sampled token of the turn that earned it, 0 elsewhere.
+        gamma, lam: GAE's γ and λ over the sampled tokens (tool-output spans are skipped).
+        clip_eps: clip range of the value loss (None = unclipped).
+        max_grad_norm: gradient clipping of the head (0 = off).
+    """
+
+    head: ValueHead
+    optimizer: torch.optim.Optimizer
+    token_rewards: Sequence[Sequence[float]]
+    gamma: float = 1.0
+    lam: float = 0.95
+    clip_eps: float | None = 0.2
+    max_grad_norm: float = 1.0
 
 
 def _chunks(items: Sequence, size: int):
@@ -66,73 +112,185 @@ def sft_update(model, optimizer, demos: Sequence[Trajectory], *, micro_batch_siz
     return {"train/loss": loss_sum / total, "train/grad_norm": grad_norm, "train/tokens": float(total)}
 
 
+def _per_token(values: Sequence[Advantage], idx: Sequence[int], batch: PackedBatch) -> Tensor:
+    """[N] flat per-trained-token values of ``values[i]`` (a number or a token-aligned list) for rows ``idx``."""
+    b, width = batch.input_ids.shape
+    dense = torch.zeros((b, width), dtype=torch.float32)
+    for r, i in enumerate(idx):
+        v = values[i]
+        if isinstance(v, (int, float)):
+            dense[r] = float(v)
+        else:
+            dense[r, : len(v)] = torch.tensor([float(x) for x in v], dtype=torch.float32)
+    return dense[:, 1:].to(batch.target_mask.device)[batch.target_mask]
+
+
+def _dense(flat: Tensor, batch: PackedBatch) -> Tensor:
+    """Scatter [N] flat trained-token values into [B, T-1] (0 elsewhere)."""
+    out = torch.zeros(batch.target_mask.shape, dtype=torch.float64, device=flat.device)
+    out[batch.target_mask] = flat.detach().double()
+    return out
+
+
+def _check_inputs(trajectories, advantages, critic, kl_coef, kl_mode, ref_model) -> None:
+    if kl_mode not in ("loss", "reward"):
+        raise ValueError(f"kl_mode must be 'loss' or 'reward', got {kl_mode!r}")
+    if kl_coef > 0 and ref_model is None:
+        raise ValueError("kl_coef > 0 needs a reference model")
+    if critic is None and advantages is None:
+        raise ValueError("policy_gradient_update needs advantages or a critic")
+    per_traj = critic.token_rewards if critic is not None else advantages
+    if len(per_traj) != len(trajectories):
+        raise ValueError("one advantage per trajectory is required" if critic is None
+                         else "critic.token_rewards needs one list per trajectory")
+    for t, a in zip(trajectories, per_traj):
+        if not isinstance(a, (int, float)) and len(a) != len(t.token_ids):
+            raise ValueError(f"trajectory {t.trajectory_id}: {len(a)} token advantages/rewards for "
+                             f"{len(t.token_ids)} tokens")
+
+
+def _critic_advantages(critic: CriticSetup, hidden: Tensor, rewards: Tensor, batch: PackedBatch,
+                       trajs: Sequence[Trajectory], total: int) -> tuple[Tensor, Tensor, dict[str, float]]:
+    """GAE advantages [N] from the value head on this pass's hidden states, plus its value loss."""
+    values = critic.head(hidden)  # [N] with grad to the head only
+    v_dense = _dense(values, batch)
+    mask = batch.target_mask
+    last = mask.shape[1] - 1 - mask.flip(1).long().argmax(dim=1)  # each row's last trained position
+    boot = v_dense[torch.arange(mask.shape[0], device=mask.device), last]  # V at the last step (truncation)
+    adv, returns = gae_advantages(_dense(rewards, batch), v_dense, mask, gamma=critic.gamma, lam=critic.lam,
+                                  terminated=[t.terminated for t in trajs], bootstrap_values=boot)
+    returns = returns[mask].to(values.device)
+    vloss, vm = value_loss(values, values.detach(), returns, torch.ones_like(values),
+                           clip_eps=critic.clip_eps, normalizer=total)
+    vm["value_mean"] = float(values.detach().sum())
+    return adv[mask].float(), vloss, vm
+
+
+_SUMS = ("kl", "clip_fraction", "ratio_mean", "entropy", "logprob_diff", "value_loss", "value_clip_fraction",
+         "explained_variance", "value_mean")
+
+
 def policy_gradient_update(
     model,
     optimizer,
     trajectories: Sequence[Trajectory],
-    advantages: Sequence[float],
+    advantages: Sequence[Advantage] | None,
     *,
     micro_batch_size: int,
     clip_eps_low: float = 0.2,
     clip_eps_high: float = 0.2,
+    dual_clip: float | None = None,
     kl_coef: float = 0.0,
+    kl_estimator: str = "k3",
+    kl_mode: str = "loss",
     ref_model=None,
     temperature: float = 1.0,
     max_grad_norm: float = 1.0,
+    loss_agg: str = "token-mean",
+    loss_norm_constant: float | None = None,
+    gamma: float = 1.0,
+    critic: CriticSetup | None = None,
+    advantages_out: list | None = None,
 ) -> dict[str, float]:
-    """One PPO-clip step on ``trajectories`` with one advantage per trajectory (broadcast to its tokens).
+    """One PPO-clip step on ``trajectories``.
 
     Args:
         trajectories: scored, non-failed trajectories (token streams with old logprobs).
-        advantages: A_i per trajectory (same length as ``trajectories``).
-        kl_coef: β; needs ``ref_model`` when > 0.
+        advantages: per trajectory, one number (broadcast to its trained tokens) or a list of
+            length T aligned with its ``token_ids`` (read at trained tokens); None with a critic.
+        dual_clip: c > 1 of dual-clip PPO, or None.
+        kl_coef: β; needs ``ref_model`` when > 0. kl_estimator: ``k1``/``k2``/``k3``.
+        kl_mode: ``"loss"`` (β·agg(k) added to the loss) or ``"reward"`` (−β·k_t per-token reward,
+            discounted with ``gamma`` into the advantages, or into the critic's rewards).
         temperature: sampling temperature of the rollouts (logits are divided by it).
+        loss_agg, loss_norm_constant: loss aggregation (``token-mean``, ``seq-mean-token-mean``,
+            ``seq-mean-token-sum`` with constant C), see ``token_loss_weights``.
+        critic: PPO's value head and token rewards; advantages then come from GAE in this pass.
+        advantages_out: if a list is given, it is filled with one token-aligned list of length T
+            per trajectory: the advantages actually used (0 at untrained tokens).
 
     Returns:
-        metrics ``train/loss``, ``train/kl`` (k3, mean per token; 0 without reference),
-        ``train/clip_fraction``, ``train/ratio_mean``, ``train/entropy``, ``train/logprob_diff``
-        (mean |logp_train − logp_sampled|), ``train/grad_norm``, ``train/tokens``.
+        metrics ``train/loss``, ``train/kl`` (mean per token of the chosen estimator; 0 without
+        reference), ``train/clip_fraction``, ``train/ratio_mean``, ``train/entropy``,
+        ``train/logprob_diff`` (mean |logp_train − logp_sampled|), ``train/advantage_mean``,
+        ``train/grad_norm``, ``train/tokens``; with a critic also ``train/value_loss``,
+        ``train/value_clip_fraction``, ``train/explained_variance``, ``train/value_mean``.
 
     Raises:
-        ValueError: lengths differ, no trained token, or ``kl_coef > 0`` without ``ref_model``.
+        ValueError: lengths differ, no trained token, ``kl_coef > 0`` without ``ref_model``,
+            bad ``kl_mode``/``loss_agg``, or neither advantages nor critic.
     """
-    if len(trajectories) != len(advantages):
-        raise ValueError("one advantage per trajectory is required")
-    if kl_coef > 0 and ref_model is None:
-        raise ValueError("kl_coef > 0 needs a reference model")
-    total = sum(sum(t.loss_mask[1:]) for t in trajectories)
+    _check_inputs(trajectories, advantages, critic, kl_coef, kl_mode, ref_model)
+    counts = torch.tensor([max(sum(t.loss_mask[1:]), 0) for t in trajectories])
+    total = int(counts.sum())
     if total == 0:
         raise ValueError("policy_gradient_update: no trained tokens")
+    seq_weights = token_loss_weights(counts, loss_agg, norm_constant=loss_norm_constant)
+    kl_fn = get_kl_estimator(kl_estimator)
     model.train()
-    sums = dict.fromkeys(["loss", "kl", "clip_fraction", "ratio_mean", "entropy", "logprob_diff"], 0.0)
+    sums = dict.fromkeys(_SUMS, 0.0)
+    sums.update(loss=0.0, advantage=0.0)
+    if advantages_out is not None:
+        advantages_out[:] = [[0.0] * len(t.token_ids) for t in trajectories]
     order = sorted(range(len(trajectories)), key=lambda i: len(trajectories[i].token_ids))  # less padding
     for idx in _chunks(order, micro_batch_size):
-        batch = pack([trajectories[i] for i in idx], _device(model))
+        mb = [trajectories[i] for i in idx]
+        batch = pack(mb, _device(model))
         n = batch.num_tokens
         if n == 0:
             continue
-        adv = torch.tensor([float(advantages[i]) for i in idx], device=batch.rows.device)[batch.rows]
-        logprobs, entropy = score(model, batch, temperature=temperature, with_entropy=True)
-        ones = torch.ones_like(logprobs)
-        loss, m = ppo_clip_loss(
-            logprobs, batch.old_logprobs, adv, ones, clip_eps_low=clip_eps_low, clip_eps_high=clip_eps_high, normalizer=total
-        )
-        kl_sum = 0.0
+        with capture_head_inputs(model) if critic is not None else nullcontext() as captured:
+            logprobs, entropy = score(model, batch, temperature=temperature, with_entropy=True)
+        kl = torch.zeros_like(logprobs)
         if ref_model is not None:
             with torch.no_grad():
                 ref_logprobs, _ = score(ref_model, batch, temperature=temperature)
-            kl = kl_k3(logprobs, ref_logprobs)
-            if kl_coef > 0:
-                loss = loss + kl_coef * kl.sum() / total
-            kl_sum = float(kl.detach().sum())
-        loss.backward()
-        sums["loss"] += loss.item() * total
-        sums["kl"] += kl_sum
+            kl = kl_fn(logprobs, ref_logprobs)
+        penalty = -kl_coef * kl.detach() if kl_mode == "reward" and kl_coef > 0 else None
+        vloss = None
+        if critic is not None:
+            rewards = _per_token(critic.token_rewards, idx, batch)
+            rewards = rewards if penalty is None else rewards + penalty
+            adv, vloss, vm = _critic_advantages(critic, captured[-1], rewards, batch, mb, total)
+            for k in ("value_clip_fraction", "explained_variance"):
+                sums[k] += vm[k] * n
+            sums["value_loss"] += vloss.item()
+            sums["value_mean"] += vm["value_mean"]
+        else:
+            adv = _per_token(advantages, idx, batch)
+            if penalty is not None:
+                adv = adv + discounted_returns(_dense(penalty, batch), batch.target_mask, gamma=gamma)[
+                    batch.target_mask].float()
+        weights = seq_weights.to(logprobs.device)[torch.as_tensor(idx, device=logprobs.device)][batch.rows]
+        loss, m = ppo_clip_loss(logprobs, batch.old_logprobs, adv.to(logprobs.device), weights,
+                                clip_eps_low=clip_eps_low, clip_eps_high=clip_eps_high, normalizer=1.0,
+                                dual_clip=dual_clip)
+        if kl_mode == "loss" and kl_coef > 0:
+            loss = loss + kl_coef * (kl * weights).sum()
+        (loss if vloss is None else loss + vloss).backward()
+        _record_advantages(advantages_out, idx, adv, batch)
+        sums["loss"] += loss.item()
+        sums["kl"] += float(kl.detach().sum())
         sums["clip_fraction"] += m["clip_fraction"] * n
         sums["ratio_mean"] += m["ratio_mean"] * n
         sums["entropy"] += float(entropy.sum())
         sums["logprob_diff"] += float((logprobs.detach() - batch.old_logprobs).abs().sum())
+        sums["advantage"] += float(adv.sum())
     grad_norm = _finish_step(model, optimizer, max_grad_norm)
-    out = {f"train/{k}": v / total for k, v in sums.items()}
+    out = {"train/loss": sums.pop("loss"), "train/advantage_mean": sums.pop("advantage") / total}
+    keys = _SUMS if critic is not None else _SUMS[:5]
+    out.update({f"train/{k}": sums[k] / total for k in keys})
+    if critic is not None:
+        out["train/value_loss"] = sums["value_loss"]
+        _finish_step(critic.head, critic.optimizer, critic.max_grad_norm)
     out.update({"train/grad_norm": grad_norm, "train/tokens": float(total)})
     return out
+
+
+def _record_advantages(out: list | None, idx: Sequence[int], adv: Tensor, batch: PackedBatch) -> None:
+    if out is None:
+        return
+    dense = _dense(adv, batch).cpu()
+    for r, i in enumerate(idx):
+        row = dense[r].tolist()
+        out[i] = [0.0] + row[: len(out[i]) - 1]
