@@ -35,6 +35,7 @@ from agentic_rl.envs.games.gym_adapter import GymTextEnv
 from agentic_rl.envs.games.gym_games import CliffWalkingTextEnv, FrozenLakeTextEnv, TaxiTextEnv
 from agentic_rl.envs.games.rubric import TURN_REWARD, game_rubric
 from agentic_rl.envs.games.textarena_adapter import TextArenaEnv
+from agentic_rl.envs.games.textarena_games import GAMES
 
 #: TextArena game -> registered id
 TEXTARENA_IDS = {
@@ -57,7 +58,8 @@ def register_game_envs(register: Callable[..., None]) -> None:
     register("taxi-v0", TaxiTextEnv, TaxiTextEnv.description)
     register("cliffwalking-v0", CliffWalkingTextEnv, CliffWalkingTextEnv.description)
     for game, env_id in TEXTARENA_IDS.items():
-        register(env_id, TextArenaEnv, f"TextArena {game} (single player)", game=game)
+        needs = " (needs NLTK corpora installed locally)" if GAMES[game].nltk_resources else ""
+        register(env_id, TextArenaEnv, f"TextArena {game} (single player){needs}", game=game)
 
 
 __all__ = ["GymTextEnv", "FrozenLakeTextEnv", "TaxiTextEnv", "CliffWalkingTextEnv", "TextArenaEnv", "TURN_REWARD",
