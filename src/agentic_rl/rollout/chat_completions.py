@@ -1,0 +1,146 @@
+"""Episodes through any OpenAI-compatible chat-completions server, with tools (evaluation, data).
+
+For evaluation and data collection with a model the trainer does not hold (a hosted API, a vLLM
+or llama.cpp server): each turn sends the conversation to ``POST /v1/chat/completions`` with the
+env's tools (``tools=[{"type": "function", "function": schema}]``); the reply's tool calls,
+structured (``message.tool_calls``) or written as ``<tool_call>…</tool_call>`` text (the
+format our envs describe in their system prompt), become the :class:`Action` the env steps.
+
+The trajectories have messages, turns, rewards and tool results but **no token stream**
+(``token_ids`` empty, ``info["token_ids"] = "none"``): they can be scored, viewed, exported and
+used as SFT data (tokenized then, once), but not for a policy-gradient update, which needs the
+sampled ids and their logprobs (use :class:`~agentic_rl.policy.openai_compat.OpenAICompatPolicy`
+with the normal rollout engine for that).
+
+A request that fails after the client's retries (timeout, connection, 4xx/5xx) ends its
+episode with ``StopReason.ERROR`` and ``info["failure"]``; an env that raises does the same.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from agentic_rl.envs.base import Env
+from agentic_rl.tools import parse_tool_calls
+from agentic_rl.types import Action, Message, StopReason, ToolCall, ToolCallError, ToolResult, Trajectory, Turn
+
+log = logging.getLogger(__name__)
+
+
+def _tool_calls(message: Any, turn: int) -> tuple[list[ToolCall], list[ToolCallError]]:
+    calls, errors = [], []
+    for k, call in enumerate(getattr(message, "tool_calls", None) or []):
+        raw = call.function.arguments or "{}"
+        try:
+            args = json.loads(raw)
+            if not isinstance(args, dict):
+                raise ValueError("arguments are not a JSON object")
+        except ValueError as exc:
+            errors.append(ToolCallError(raw, f"arguments of {call.function.name!r}: {exc}"))
+            continue
+        calls.append(ToolCall(call.function.name, args, raw, f"call_{turn}_{k}"))
+    return calls, errors
+
+
+def _api_messages(messages: Sequence[Message], calls_of: dict[int, list[ToolCall]],
+                  ids_of: dict[int, list[str]]) -> list[dict[str, Any]]:
+    """OpenAI message dicts; assistant messages carry their tool calls, tool messages their ids."""
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        d: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.role == "assistant" and calls_of.get(i):
+            d["tool_calls"] = [{"id": c.id, "type": "function",
+                                "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in calls_of[i]]
+        if m.role == "tool":
+            d["tool_call_id"] = ids_of.get(i, ["tool"])[0]
+        out.append(d)
+    return out
+
+
+def run_chat_episode(client: Any, model: str, env: Env, seed: int, group_id: str, *, max_turns: int = 3,
+                     max_tokens: int = 256, temperature: float = 0.0, policy_version: int | None = None) -> Trajectory:
+    """Run one episode of ``env`` through ``client.chat.completions`` (see the module docstring).
+
+    Args:
+        client: an ``openai.OpenAI`` client (:func:`~agentic_rl.policy.openai_compat.make_client`).
+        model: served model name. max_turns: most assistant turns (then ``MAX_TURNS``).
+        max_tokens: most tokens per reply. temperature: 0 = greedy.
+        policy_version: recorded as ``info["policy_version"]`` when given.
+    """
+    tid = uuid.uuid4().hex
+    info: dict[str, Any] = {"token_ids": "none"}
+    if policy_version is not None:
+        info["policy_version"] = policy_version
+    messages: list[Message] = []
+    turns: list[Turn] = []
+    calls_of: dict[int, list[ToolCall]] = {}
+    ids_of: dict[int, list[str]] = {}
+    stop: StopReason | None = None
+    try:
+        obs, reset_info = env.reset(seed=seed, options={"trajectory_id": tid})
+    except Exception as exc:  # noqa: BLE001 - a broken env fails its episode only
+        return _trajectory(env, seed, group_id, tid, messages, turns, StopReason.ERROR,
+                           {**info, "failure": f"reset raised {type(exc).__name__}: {exc}"})
+    info.update(reset_info)
+    messages.extend(obs.messages)
+    tools = [{"type": "function", "function": schema} for schema in obs.tools]
+    for turn in range(max_turns):
+        try:
+            response = client.chat.completions.create(
+                model=model, messages=_api_messages(messages, calls_of, ids_of), max_tokens=max_tokens,
+                temperature=temperature, **({"tools": tools} if tools else {}))
+            reply = response.choices[0].message
+        except Exception as exc:  # noqa: BLE001 - a failed request fails its episode only
+            log.warning("chat completion failed (episode %s): %s", tid, exc)
+            stop, info["failure"] = StopReason.ERROR, f"inference request failed: {type(exc).__name__}: {exc}"
+            break
+        text = reply.content or ""
+        text_calls, text_errors = parse_tool_calls(text, turn_index=turn)
+        api_calls, api_errors = _tool_calls(reply, turn)
+        action = Action(text, tuple(text_calls) + tuple(api_calls), tuple(text_errors) + tuple(api_errors))
+        messages.append(Message("assistant", text))
+        calls_of[len(messages) - 1] = list(action.tool_calls)
+        try:
+            obs, reward, terminated, truncated, step_info = env.step(action)
+        except Exception as exc:  # noqa: BLE001
+            stop, info["failure"] = StopReason.ERROR, f"step raised {type(exc).__name__}: {exc}"
+            break
+        results = tuple(ToolResult(**r) for r in step_info.get("tool_results", ()))
+        call_ids = [r.call_id or f"call_{turn}_error" for r in results]
+        for m in obs.messages:
+            messages.append(m)
+            if m.role == "tool" and call_ids:
+                ids_of[len(messages) - 1] = [call_ids.pop(0)]
+        turns.append(Turn(turn, action, obs if obs.messages else None, float(reward), results, (), (), (), dict(step_info)))
+        if terminated or truncated:
+            stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED
+            break
+    return _trajectory(env, seed, group_id, tid, messages, turns, stop or StopReason.MAX_TURNS, info)
+
+
+def _trajectory(env: Env, seed: int, group_id: str, tid: str, messages: list[Message], turns: list[Turn],
+                stop: StopReason, info: dict[str, Any]) -> Trajectory:
+    return Trajectory(env.env_id, seed, group_id, tid, tuple(messages), tuple(turns), (), (), (), stop, info=info)
+
+
+def run_chat_episodes(client: Any, model: str, envs: Sequence[Env], seeds: Sequence[int], group_ids: Sequence[str], *,
+                      max_concurrency: int = 8, **kwargs: Any) -> list[Trajectory]:
+    """Run one episode per env concurrently (up to ``max_concurrency`` in flight), in order.
+
+    ``kwargs`` go to :func:`run_chat_episode`.
+
+    Raises:
+        ValueError: ``envs``, ``seeds``, ``group_ids`` differ in length, or ``max_concurrency`` < 1.
+    """
+    if not len(envs) == len(seeds) == len(group_ids):
+        raise ValueError("envs, seeds and group_ids must have the same length")
+    if max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+    with ThreadPoolExecutor(max_workers=min(max_concurrency, max(len(envs), 1))) as pool:
+        return list(pool.map(lambda a: run_chat_episode(client, model, a[0], a[1], a[2], **kwargs),
+                             zip(envs, seeds, group_ids)))

@@ -1,0 +1,108 @@
+"""OpenAI-compatible backend against a real HTTP server on 127.0.0.1 (tests/policy/openai_stub_server.py):
+token-in/token-out rollouts with server logprobs, the importance ratio against the trainer's
+scoring, retries, timeouts and failed requests as failed trajectories; chat completions with
+structured tool calls. (The llama.cpp server tests are in test_llama_cpp_server.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("openai", reason="the optional extra 'openai' is not installed")
+
+import torch  # noqa: E402
+
+from agentic_rl.envs import make  # noqa: E402
+from agentic_rl.policy.openai_compat import OpenAICompatPolicy, make_client, mark_failed_requests  # noqa: E402
+from agentic_rl.rollout import RolloutConfig, run_episodes  # noqa: E402
+from agentic_rl.rollout.chat_completions import run_chat_episodes  # noqa: E402
+from agentic_rl.trainer.scoring import pack, score  # noqa: E402
+from agentic_rl.types import StopReason  # noqa: E402
+
+from tests.policy.openai_stub_server import StubServer  # noqa: E402
+
+CONFIG = RolloutConfig(max_turns=2, max_new_tokens=6, max_total_tokens=1024, temperature=0.7)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+
+
+def _rollout(server, chat, seeds, **client_kwargs):
+    client = make_client(server.base_url, **{"timeout_s": 30.0, "max_retries": 0, **client_kwargs})
+    policy = OpenAICompatPolicy(client, "tiny", chat.eos_token_id, max_concurrency=2, policy_version=3)
+    envs = [make("calculator-v0") for _ in seeds]
+    trajs = run_episodes(policy, chat, envs, seeds, [str(s) for s in seeds], CONFIG)
+    return policy, mark_failed_requests(trajs, policy.failures)
+
+
+def test_server_logprobs_match_trainer_scoring(tiny_model, chat):
+    """At equal weights the importance ratio exp(logp_trainer − logp_server) is 1 on every
+    sampled token (tolerance 1e-4 in log space: two fp32 forward passes, different code paths)."""
+    with StubServer(tiny_model, chat.tokenizer, chat.eos_token_id) as server:
+        policy, trajs = _rollout(server, chat, [1, 2])
+    assert not policy.failures
+    for t in trajs:
+        assert not t.failed and t.num_generated_tokens > 0
+        batch = pack([t])
+        with torch.no_grad():
+            trainer_logprobs, _ = score(tiny_model, batch, temperature=CONFIG.temperature)
+        assert batch.old_logprobs.shape == trainer_logprobs.shape
+        assert (batch.old_logprobs < 0).all()  # real logprobs were recorded, not placeholders
+        torch.testing.assert_close(trainer_logprobs, batch.old_logprobs, atol=1e-4, rtol=0)
+
+
+def test_a_failing_request_fails_its_trajectory_only(tiny_model, chat):
+    question = make("calculator-v0").reset(seed=2)[0].messages[1].content
+    with StubServer(tiny_model, chat.tokenizer, chat.eos_token_id) as server:
+        server.control["fail_text"] = question  # every request of episode seed=2 answers 500
+        policy, trajs = _rollout(server, chat, [1, 2], max_retries=1)
+        assert server.requests >= 3  # seed 2's first turn was tried twice (1 retry); seed 1 ran
+    ok, bad = trajs
+    assert not ok.failed
+    assert bad.failed and "500" in bad.info["failure"] and bad.num_generated_tokens == 0
+    assert list(policy.failures) == [bad.trajectory_id]
+
+
+def test_timeout_and_missing_token_ids_become_failures(tiny_model, chat):
+    with StubServer(tiny_model, chat.tokenizer, chat.eos_token_id) as server:
+        server.control["sleep_s"] = 1.0
+        policy, trajs = _rollout(server, chat, [5], timeout_s=0.3, max_retries=0)
+        assert trajs[0].failed and "Timeout" in trajs[0].info["failure"]
+        server.control.update(sleep_s=0, no_ids=True)  # a llama.cpp-style answer: text tokens only
+        policy, trajs = _rollout(server, chat, [5])
+        assert trajs[0].failed and "no sampled token ids" in trajs[0].info["failure"]
+
+
+def test_chat_completions_with_structured_tool_calls(chat):
+    script = [
+        {"content": "", "tool_calls": [("calculator", '{"expression": "6*7"}')]},
+        {"content": "<answer>42</answer>"},
+        {"content": "", "tool_calls": [("calculator", "not json")]},
+    ]
+    with StubServer(chat_script=script) as server:
+        client = make_client(server.base_url, max_retries=0)
+        env = make("calculator-v0")
+        (t,) = run_chat_episodes(client, "m", [env], [0], ["g"], max_turns=3, policy_version=7)
+        first, second = server.chat_requests[:2]
+    assert first["tools"][0]["type"] == "function" and first["tools"][0]["function"]["name"] == "calculator"
+    sent = second["messages"]
+    assert sent[-2]["tool_calls"][0]["function"]["name"] == "calculator"
+    assert sent[-1] == {"role": "tool", "content": "42", "tool_call_id": "call_0_0"}
+    assert t.stop_reason == StopReason.TERMINATED and t.turns[0].tool_results[0].content == "42"
+    assert t.token_ids == () and t.info["token_ids"] == "none" and t.info["policy_version"] == 7
+
+
+def test_chat_request_failure_is_a_failed_episode(chat):
+    client = make_client("http://127.0.0.1:9/v1", timeout_s=2.0, max_retries=0)  # nothing listens on port 9
+    (t,) = run_chat_episodes(client, "m", [make("calculator-v0")], [0], ["g"])
+    assert t.failed and t.stop_reason == StopReason.ERROR and "Connection" in t.info["failure"]
+
+
+def test_bad_client_settings_are_rejected():
+    with pytest.raises(ValueError, match="timeout_s"):
+        make_client("http://127.0.0.1:9/v1", timeout_s=0)
+    with pytest.raises(ValueError, match="max_concurrency"):
+        OpenAICompatPolicy(None, "m", 2, max_concurrency=0)
