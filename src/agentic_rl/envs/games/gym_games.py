@@ -91,7 +91,9 @@ def describe_taxi(env: Any, obs: Any) -> str:
     grid = strip_ansi(env.render()).strip("\n").splitlines()
     grid = [line for line in grid if not line.strip().startswith("(")]  # drop Gymnasium's "(North)" line
     dest_row, dest_col = env.locs[destination]
+    # Taxi never starts with the passenger at the destination: equal indices mean delivered
     where = ("The passenger is in the taxi." if passenger == 4 else
+             "The passenger has been delivered." if passenger == destination else
              f"The passenger waits at {names[passenger]} (row {env.locs[passenger][0]}, column {env.locs[passenger][1]}).")
     return ("\n".join(grid) + f"\nThe taxi is at row {taxi_row}, column {taxi_col}. {where} "
             + f"The destination is {names[destination]} (row {dest_row}, column {dest_col}).")
