@@ -8,7 +8,7 @@ from agentic_rl.envs.checker import EnvCheckError, check_env
 from agentic_rl.envs.games import TEXTARENA_IDS
 from agentic_rl.errors import EnvUnavailableError
 
-DETERMINISTIC = ["frozenlake-v0", "taxi-v0", "cliffwalking-v0",
+DETERMINISTIC = ["frozenlake-v0", "taxi-v0", "cliffwalking-v0", "gym-v0",
                  *(TEXTARENA_IDS[g] for g in ("GuessTheNumber", "TowerOfHanoi", "Mastermind", "Minesweeper",
                                               "Sudoku", "Countdown"))]
 

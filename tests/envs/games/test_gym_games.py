@@ -136,3 +136,21 @@ def test_generic_adapter_rejects_bad_configuration():
         GymTextEnv("FrozenLake-v1", action_names=["a", "b"])
     with pytest.raises(ValueError, match="max_steps"):
         make("taxi-v0", max_steps=0)
+
+
+def test_gym_v0_plays_gymnasium_ids_by_kwargs():
+    env = make("gym-v0", gym_id="Taxi-v4")
+    obs, info = env.reset(seed=4)
+    assert info == {"game": "Taxi-v4"} and env.action_names[-1] == "dropoff"
+    assert "The taxi is at row" in obs.messages[1].content  # the known game keeps its state text
+    infos, _ = _play_oracle(env, 4)
+    assert infos[-1]["won"]
+    blackjack = make("gym-v0", gym_id="Blackjack-v1")
+    assert blackjack.action_names == ("stick", "hit")
+    frozen = make("gym-v0", gym_id="FrozenLake-v1", gym_kwargs={"is_slippery": False})
+    assert frozen.action_names == ("left", "down", "right", "up")
+    cartpole = make("gym-v0", gym_id="CartPole-v1")  # unknown to us: numbered actions, raw observation
+    assert cartpole.action_names == ("0", "1")
+    obs, _ = cartpole.reset(seed=0)
+    assert obs.messages[1].content.startswith("Observation: [")
+    assert cartpole.step(Action("<action>1</action>"))[4]["valid_action"]

@@ -8,6 +8,7 @@ horizon):
 ``frozenlake-slippery-v0`` FrozenLake, slippery ice
 ``taxi-v0``                Taxi-v4
 ``cliffwalking-v0``        CliffWalking-v1
+``gym-v0``                 any Gymnasium id with discrete actions (``env.kwargs.gym_id``)
 ``ta-guessthenumber-v0``   TextArena GuessTheNumber (1–20, 10 guesses)
 ``ta-towerofhanoi-v0``     TextArena TowerOfHanoi (3 disks)
 ``ta-mastermind-v0``       TextArena Mastermind (4 of 6 digits)
@@ -18,8 +19,8 @@ horizon):
 ``ta-hangman-v0``          TextArena Hangman (needs the NLTK words corpus)
 =========================  ==================================================================
 
-Gymnasium ids not listed play through :class:`GymTextEnv` directly, e.g.
-``register("mygame-v0", GymTextEnv, "...", gym_id="Blackjack-v1", action_names=["stick", "hit"])``.
+Other Gymnasium ids play through ``gym-v0`` (``make("gym-v0", gym_id="Blackjack-v1")``) or
+:class:`GymTextEnv` directly.
 The TextArena games need the ``games`` extra (``pip install 'agentic-rl[games]'``); without it
 their ids stay registered and ``make`` says what to install.
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentic_rl.envs.games.gym_adapter import GymTextEnv
-from agentic_rl.envs.games.gym_games import CliffWalkingTextEnv, FrozenLakeTextEnv, TaxiTextEnv
+from agentic_rl.envs.games.gym_games import CliffWalkingTextEnv, FrozenLakeTextEnv, TaxiTextEnv, gym_text_env
 from agentic_rl.envs.games.rubric import TURN_REWARD, game_rubric
 from agentic_rl.envs.games.textarena_adapter import TextArenaEnv
 from agentic_rl.envs.games.textarena_games import GAMES
@@ -57,10 +58,12 @@ def register_game_envs(register: Callable[..., None]) -> None:
              is_slippery=True)
     register("taxi-v0", TaxiTextEnv, TaxiTextEnv.description)
     register("cliffwalking-v0", CliffWalkingTextEnv, CliffWalkingTextEnv.description)
+    register("gym-v0", gym_text_env, "Any Gymnasium env with discrete actions, by env.kwargs.gym_id "
+             "(default CliffWalking-v1)")
     for game, env_id in TEXTARENA_IDS.items():
         needs = " (needs NLTK corpora installed locally)" if GAMES[game].nltk_resources else ""
         register(env_id, TextArenaEnv, f"TextArena {game} (single player){needs}", game=game)
 
 
 __all__ = ["GymTextEnv", "FrozenLakeTextEnv", "TaxiTextEnv", "CliffWalkingTextEnv", "TextArenaEnv", "TURN_REWARD",
-           "TEXTARENA_IDS", "game_rubric", "register_game_envs"]
+           "TEXTARENA_IDS", "game_rubric", "gym_text_env", "register_game_envs"]

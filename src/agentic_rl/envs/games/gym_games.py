@@ -24,6 +24,11 @@ so each game verbalises its state instead of only stripping the codes.
     row/column. Actions: up, right, down, left. Reward: −1 per move, −100 for stepping into the
     cliff (back to the start). Reaching T wins. The start is fixed (every seed gives the same
     task). Horizon 40 turns. Oracle: value iteration (the 13-step path along the cliff).
+``gym-v0`` (:func:`gym_text_env`)
+    Any Gymnasium id with a discrete action space, by ``env.kwargs``: ``gym_id`` (default
+    ``CliffWalking-v1``), ``gym_kwargs``, ``action_names``, ``max_steps`` (default 40), e.g.
+    ``--set 'env.kwargs={gym_id="Taxi-v4"}'``. The games above (and Blackjack-v1) keep their
+    names and state text; the oracle is value iteration where the env has a model ``P``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,14 @@ from agentic_rl.envs.games.text import strip_ansi
 FROZENLAKE_ACTIONS = ("left", "down", "right", "up")
 TAXI_ACTIONS = ("south", "north", "east", "west", "pickup", "dropoff")
 CLIFF_ACTIONS = ("up", "right", "down", "left")
+FROZENLAKE_GOAL = ("Walk from the start S to the goal G without stepping into a hole H. The map shows S start, "
+                   "F frozen ice, H hole, G goal and P you; row 0 is the top, column 0 the left.")
+TAXI_GOAL = ("Drive the taxi to the passenger, pick them up, drive to the destination and drop them off. Each move "
+             "costs 1 point; a wrong pickup or drop-off costs 10; the drop-off at the destination earns 20 and wins. "
+             "On the map R, G, Y, B are the stops and | is a wall; row 0 is the top, column 0 the left.")
+CLIFF_GOAL = ("Walk from the bottom-left start to the goal T at the bottom right. Each move costs 1 point; stepping "
+              "into the cliff C costs 100 and sends you back to the start. The grid shows x you, C cliff, T goal, "
+              "o free; row 0 is the top, column 0 the left.")
 
 
 def describe_frozenlake(env: Any, obs: Any) -> str:
@@ -70,9 +83,8 @@ class FrozenLakeTextEnv(GymTextEnv):
         if size < 2:
             raise ValueError(f"size must be >= 2, got {size}")
         self.is_slippery, self.size, self.map_name = bool(is_slippery), int(size), map_name
-        goal = ("Walk from the start S to the goal G without stepping into a hole H. The map shows S start, "
-                "F frozen ice, H hole, G goal and P you; row 0 is the top, column 0 the left."
-                + (" The ice is slippery: you may slide to a side instead of moving as chosen." if is_slippery else ""))
+        goal = FROZENLAKE_GOAL + (" The ice is slippery: you may slide to a side instead of moving as chosen."
+                                  if is_slippery else "")
         super().__init__("FrozenLake-v1", self._gym_kwargs_for(0), FROZENLAKE_ACTIONS, "FrozenLake", goal,
                          describe_frozenlake, max_steps=max_steps)
 
@@ -109,12 +121,7 @@ class TaxiTextEnv(GymTextEnv):
     description = "Taxi: pick up the passenger and drop them at the destination"
 
     def __init__(self, max_steps: int = 40):
-        super().__init__("Taxi-v4", {}, TAXI_ACTIONS, "Taxi",
-                         "Drive the taxi to the passenger, pick them up, drive to the destination and drop them off. "
-                         "Each move costs 1 point; a wrong pickup or drop-off costs 10; the drop-off at the "
-                         "destination earns 20 and wins. On the map R, G, Y, B are the stops and | is a wall; "
-                         "row 0 is the top, column 0 the left.",
-                         describe_taxi, max_steps=max_steps)
+        super().__init__("Taxi-v4", {}, TAXI_ACTIONS, "Taxi", TAXI_GOAL, describe_taxi, max_steps=max_steps)
 
 
 def describe_cliffwalking(env: Any, obs: Any) -> str:
@@ -138,8 +145,31 @@ class CliffWalkingTextEnv(GymTextEnv):
     description = "CliffWalking: reach the goal along a cliff edge without falling"
 
     def __init__(self, max_steps: int = 40):
-        super().__init__("CliffWalking-v1", {}, CLIFF_ACTIONS, "CliffWalking",
-                         "Walk from the bottom-left start to the goal T at the bottom right. Each move costs 1 point; "
-                         "stepping into the cliff C costs 100 and sends you back to the start. The grid shows x you, "
-                         "C cliff, T goal, o free; row 0 is the top, column 0 the left.",
-                         describe_cliffwalking, _cliff_success, max_steps=max_steps)
+        super().__init__("CliffWalking-v1", {}, CLIFF_ACTIONS, "CliffWalking", CLIFF_GOAL, describe_cliffwalking,
+                         _cliff_success, max_steps=max_steps)
+
+
+#: Gymnasium id -> (action names, title, goal, describe, success) of the games we know how to verbalise
+KNOWN_GAMES: dict[str, tuple[tuple[str, ...], str, str, Any, Any]] = {
+    "FrozenLake-v1": (FROZENLAKE_ACTIONS, "FrozenLake", FROZENLAKE_GOAL, describe_frozenlake, None),
+    "Taxi-v4": (TAXI_ACTIONS, "Taxi", TAXI_GOAL, describe_taxi, None),
+    "CliffWalking-v1": (CLIFF_ACTIONS, "CliffWalking", CLIFF_GOAL, describe_cliffwalking, _cliff_success),
+    "Blackjack-v1": (("stick", "hit"), "Blackjack",
+                     "Get a hand closer to 21 than the dealer without going over. Win +1, lose -1, draw 0.", None, None),
+}
+
+
+def gym_text_env(gym_id: str = "CliffWalking-v1", gym_kwargs: dict[str, Any] | None = None,
+                 action_names: list[str] | tuple[str, ...] | None = None, max_steps: int = 40) -> GymTextEnv:
+    """``gym-v0``: any Gymnasium id with a discrete action space, by id (``env.kwargs.gym_id``).
+
+    Games in :data:`KNOWN_GAMES` get their action names, instructions and state text; others
+    play with actions named ``0..n-1`` and the stripped ANSI render (or the raw observation).
+
+    Raises:
+        ValueError: see :class:`GymTextEnv`.
+        gymnasium.error.Error: an unknown Gymnasium id.
+    """
+    names, title, goal, describe, success = KNOWN_GAMES.get(gym_id, (None, gym_id, "", None, None))
+    return GymTextEnv(gym_id, gym_kwargs, action_names if action_names is not None else names, title, goal,
+                      describe, success, max_steps=max_steps)
