@@ -92,6 +92,38 @@ def _summary_table(run_dir: Path, console) -> None:
     console.print(f"report: [bold]{run_dir / 'report.html'}[/bold]")
 
 
+def _env_overrides(env_id: str, sets: list[str]) -> list[str]:
+    """``--set`` items that ``train --env ID`` puts before the user's own (later items win).
+
+    Sets ``env.id``; for an env other than the default one also ``name`` (``<id>-grpo``),
+    ``warmup.env_kwargs`` (the env's ``warmup_kwargs`` attribute, default ``{}``: the default
+    warm-up level belongs to calculator-v0) and the env's ``recipe_overrides`` (e.g. a larger
+    ``rollout.max_new_tokens`` for envs whose oracle writes code), unless the user sets a key.
+
+    Raises:
+        UnknownEnvError: the id is not registered.
+    """
+    from agentic_rl.config import TrainConfig
+    from agentic_rl.envs import get_spec
+
+    factory = get_spec(env_id).factory
+    out = [f"env.id={json.dumps(env_id)}"]
+    if env_id == TrainConfig().env.id:
+        return out + sets
+    user_keys = {s.split("=", 1)[0].strip() for s in sets}
+
+    def inline(value) -> str:
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{k} = {inline(v)}" for k, v in value.items()) + "}"
+        return json.dumps(value)
+
+    wanted = {"name": f"{env_id.replace('/', '-')}-grpo", "warmup.env_kwargs": getattr(factory, "warmup_kwargs", {}),
+              **getattr(factory, "recipe_overrides", {})}
+    out += [f"{key}={inline(value)}" for key, value in wanted.items()
+            if not any(k == key or k.startswith(key + ".") for k in user_keys)]
+    return out + sets
+
+
 def _cmd_train(args) -> int:
     from rich.console import Console
 
@@ -104,7 +136,10 @@ def _cmd_train(args) -> int:
         raise AgenticRLError(f"run directory not found: {resume}")
     if resume is not None and (args.config or args.set):
         raise AgenticRLError("--resume continues a run with its own config.toml; --config/--set cannot be combined with it")
-    config = None if resume else load_config(args.config, args.set)
+    sets = _env_overrides(args.env, args.set) if args.env else args.set
+    if resume is not None and args.env:
+        raise AgenticRLError("--resume continues a run with its own config.toml; --env cannot be combined with it")
+    config = None if resume else load_config(args.config, sets)
     if config is not None:
         from agentic_rl.trainer.recipe import validate
 
@@ -144,6 +179,14 @@ def _cmd_envs(args) -> int:
 
     for spec in registered():
         print(f"{spec.env_id:<24} {spec.description}")
+    import textwrap
+
+    from agentic_rl.envs import families
+
+    for family in families():
+        members = family.members()
+        print(f"{family.pattern:<24} {family.description} ({len(members)} tasks):")
+        print(textwrap.fill(", ".join(members), width=100, initial_indent=" " * 25, subsequent_indent=" " * 25))
     return 0
 
 
@@ -200,6 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="TOML config file (default: built-in defaults)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. algorithm.steps=5")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+    p.add_argument("--env", metavar="ID", help="train on this env (sets env.id and the env's recipe defaults; "
+                   "see agentic-rl envs)")
     p.set_defaults(fn=_cmd_train)
     p = sub.add_parser("eval", help="greedy evaluation of a model on the held-out tasks")
     p.add_argument("--config")

@@ -9,6 +9,14 @@ from agentic_rl.envs.games import register_game_envs
 from agentic_rl.envs.search_qa import SearchQAEnv
 
 register("calculator-v0", CalculatorEnv, CalculatorEnv.description)
+
+# math-python-v0 and the rg/<task>-v0 family (reasoning-gym is imported on first use)
+from agentic_rl.envs.math_python import MathPythonEnv  # noqa: E402
+from agentic_rl.envs.reasoning_gym_env import RG_PATTERN, ReasoningGymEnv, resolve_rg_id, rg_task_names  # noqa: E402
+from agentic_rl.envs.registry import EnvFamily, families, get_spec, register_family  # noqa: E402
+
+register("math-python-v0", MathPythonEnv, MathPythonEnv.description)
+register_family(EnvFamily(RG_PATTERN, "rg/", resolve_rg_id, ReasoningGymEnv.description, rg_task_names))
 register_game_envs(register)  # frozenlake-v0, taxi-v0, ta-towerofhanoi-v0, ... (envs/games)
 register("code-repair-v0", CodeRepairEnv, CodeRepairEnv.description)
 register("search-qa-v0", SearchQAEnv, SearchQAEnv.description)

@@ -26,6 +26,55 @@ class EnvSpec:
 _REGISTRY: dict[str, EnvSpec] = {}
 
 
+@dataclass(frozen=True)
+class EnvFamily:
+    """A family of ids resolved on demand (e.g. ``rg/<task>-v0``): too many to register one by one.
+
+    Attributes:
+        pattern: the ids' shape, shown by ``agentic-rl envs`` (e.g. ``rg/<task>-v0``).
+        prefix: every id of the family starts with it.
+        resolve: ``resolve(env_id) -> (factory, description)``; raises UnknownEnvError for an
+            id with the prefix that names no member.
+        description: one line for ``agentic-rl envs``.
+        members: ``members() -> list of member names`` (for listings).
+    """
+
+    pattern: str
+    prefix: str
+    resolve: Callable[[str], tuple[Callable[..., Env], str]]
+    description: str
+    members: Callable[[], list[str]]
+
+
+_FAMILIES: list[EnvFamily] = []
+
+
+def register_family(family: EnvFamily) -> None:
+    """Register a family of ids resolved on demand by :func:`make` and :func:`accepts`.
+
+    Raises:
+        ValueError: a family with the same prefix exists.
+    """
+    if any(f.prefix == family.prefix for f in _FAMILIES):
+        raise ValueError(f"an env family with prefix {family.prefix!r} is already registered")
+    _FAMILIES.append(family)
+
+
+def families() -> list[EnvFamily]:
+    """The registered id families, in registration order."""
+    return list(_FAMILIES)
+
+
+def _spec(env_id: str) -> EnvSpec | None:
+    spec = _REGISTRY.get(env_id)
+    if spec is None:
+        for family in _FAMILIES:
+            if env_id.startswith(family.prefix):
+                factory, description = family.resolve(env_id)
+                return EnvSpec(env_id, factory, description)
+    return spec
+
+
 def register(env_id: str, factory: Callable[..., Env], description: str, **kwargs: Any) -> None:
     """Register an env id.
 
@@ -45,9 +94,9 @@ def make(env_id: str, **kwargs: Any) -> Env:
     Raises:
         UnknownEnvError: the id is not registered (the message lists the registered ids).
     """
-    spec = _REGISTRY.get(env_id)
+    spec = _spec(env_id)
     if spec is None:
-        known = ", ".join(sorted(_REGISTRY)) or "none"
+        known = ", ".join(sorted(_REGISTRY) + [f.pattern for f in _FAMILIES]) or "none"
         raise UnknownEnvError(f"unknown env id {env_id!r}; registered: {known}")
     env = spec.factory(**{**spec.kwargs, **kwargs})
     env.env_id = env_id
@@ -62,10 +111,23 @@ def accepts(env_id: str, parameter: str) -> bool:
     """
     import inspect
 
-    spec = _REGISTRY.get(env_id)
+    spec = _spec(env_id)
     if spec is None:
         raise UnknownEnvError(f"unknown env id {env_id!r}; registered: {', '.join(sorted(_REGISTRY)) or 'none'}")
     return parameter in inspect.signature(spec.factory).parameters
+
+
+def get_spec(env_id: str) -> EnvSpec:
+    """The spec of a registered id or of a family member.
+
+    Raises:
+        UnknownEnvError: the id is not registered and no family resolves it.
+    """
+    spec = _spec(env_id)
+    if spec is None:
+        raise UnknownEnvError(f"unknown env id {env_id!r}; registered: "
+                              f"{', '.join(sorted(_REGISTRY) + [f.pattern for f in _FAMILIES]) or 'none'}")
+    return spec
 
 
 def registered() -> list[EnvSpec]:
