@@ -36,3 +36,14 @@ def test_games_without_offline_assets_are_a_clear_error(env_id, monkeypatch):
     monkeypatch.setattr(nltk.data, "path", [])  # no local NLTK data at all
     with pytest.raises(EnvUnavailableError, match="NLTK data"):
         check_env(env_id, seeds=range(1))
+
+
+def test_cli_check_env_on_games(capsys, monkeypatch):
+    from agentic_rl.cli import main
+
+    assert main(["check-env", "taxi-v0", "--seeds", "2"]) == 0  # Taxi's oracle needs more than 10 turns
+    assert "taxi-v0: passed 10 checks" in capsys.readouterr().out
+    nltk = pytest.importorskip("nltk")
+    monkeypatch.setattr(nltk.data, "path", [])
+    assert main(["check-env", "ta-hangman-v0"]) == 2  # a user-facing error line, no traceback
+    assert "NLTK data" in capsys.readouterr().err
