@@ -1,4 +1,4 @@
-"""Command line: ``agentic-rl train | eval | envs | audit``.
+"""Command line: ``agentic-rl train | eval | envs | audit | replay | view | export | compare``.
 
 Errors caused by user input (a wrong config key, an unknown env id, a missing model path or
 run directory) print one line ``error: …`` naming the culprit and exit with status 2.
@@ -14,6 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from agentic_rl.cli_trajectories import add_eval_arguments, add_subcommands
 from agentic_rl.errors import AgenticRLError
 
 
@@ -153,25 +154,9 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_eval(args) -> int:
-    from rich.console import Console
+    from agentic_rl.cli_trajectories import _cmd_eval as run
 
-    from agentic_rl.config import load_config
-    from agentic_rl.policy.chat import ChatFormat
-    from agentic_rl.policy.hf import HFPolicy
-    from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
-    from agentic_rl.trainer.evaluation import evaluate
-    from agentic_rl.trainer.recipe import permission_kwargs
-
-    config = load_config(args.config, args.set)
-    kwargs = {**permission_kwargs(config), **config.env.kwargs}
-    model_dir = resolve_model_dir(args.model or config.model.path)
-    tok = load_tokenizer(model_dir)
-    chat = ChatFormat(tok)
-    policy = HFPolicy(load_model(model_dir), chat.eos_token_id, tok.pad_token_id)
-    seeds = range(config.eval.seed_start, config.eval.seed_start + config.eval.size)
-    metrics, _ = evaluate(policy, chat, config.env.id, kwargs, seeds, config.rollout, config.reward)
-    Console().print_json(json.dumps(metrics))
-    return 0
+    return run(args)
 
 
 def _cmd_envs(args) -> int:
@@ -195,11 +180,8 @@ def _cmd_check_env(args) -> int:
 
     if args.seeds < 1:
         raise AgenticRLError(f"--seeds must be at least 1, got {args.seeds}")
-    if args.max_turns < 1:
-        raise AgenticRLError(f"--max-turns must be at least 1, got {args.max_turns}")
     try:
-        report = check_env(args.env_id, seeds=range(args.seed_start, args.seed_start + args.seeds),
-                           max_turns=args.max_turns)
+        report = check_env(args.env_id, seeds=range(args.seed_start, args.seed_start + args.seeds))
     except EnvCheckError as exc:
         print(str(exc), file=sys.stderr)
         return 1
@@ -252,7 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="greedy evaluation of a model on the held-out tasks")
     p.add_argument("--config")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--model", help="model to evaluate (default: model.path of the config)")
+    p.add_argument("--model", help="model to evaluate: a HF folder, .gguf, run directory or run checkpoint "
+                   "(default: model.path of the config)")
+    add_eval_arguments(p)
     p.set_defaults(fn=_cmd_eval)
     p = sub.add_parser("envs", help="list registered environments")
     p.set_defaults(fn=_cmd_envs)
@@ -260,7 +244,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("env_id", metavar="ID")
     p.add_argument("--seeds", type=int, default=3, help="number of seeds to check (default 3)")
     p.add_argument("--seed-start", type=int, default=0, help="first seed (default 0)")
-    p.add_argument("--max-turns", type=int, default=50, help="most oracle turns per episode (default 50)")
     p.set_defaults(fn=_cmd_check_env)
     p = sub.add_parser("audit", help="list the tool-call audit log of a run (RUN_DIR/audit.jsonl)")
     p.add_argument("run_dir", metavar="RUN_DIR")
@@ -269,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trajectory", metavar="ID", help="only calls of this trajectory id")
     p.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     p.set_defaults(fn=_cmd_audit)
+    add_subcommands(sub)  # replay, view, export, compare
     return parser
 
 

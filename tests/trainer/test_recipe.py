@@ -46,7 +46,7 @@ def _rows(run_dir: Path, phase: str) -> list[dict]:
 
 def _rl_token_streams(run_dir: Path) -> dict[int, list[tuple[int, ...]]]:
     out: dict[int, list[tuple[int, ...]]] = {}
-    for rec in TrajectoryStore(run_dir / "trajectories.jsonl").read(phase="rl"):
+    for rec in TrajectoryStore(run_dir / "trajectories").read(phase="rl"):
         out.setdefault(rec["rl_step"], []).append(tuple(rec["token_ids"]))
     return out
 
@@ -81,7 +81,8 @@ def test_tiny_smoke_run(tiny_model_dir, smoke_run):
             assert math.isfinite(r["train/loss"])
     assert [c[1] for c in calls if c[0] == "rl"] == [1, 2, 3]
 
-    store = TrajectoryStore(run_dir / "trajectories.jsonl")
+    assert list((run_dir / "tb").glob("events.out.tfevents.*"))  # TensorBoard on by default
+    store = TrajectoryStore(run_dir / "trajectories")
     trajs = list(store.read_trajectories())
     phases = Counter(rec["phase"] for rec in store.read())
     assert phases == {"warmup": 4, "rl": 3 * 2 * 2, "eval": 3 * 3}
@@ -109,7 +110,7 @@ def test_tiny_smoke_run(tiny_model_dir, smoke_run):
 
 def test_warmup_trains_only_on_correct_demonstrations(smoke_run):
     _, run_dir, _ = smoke_run
-    demos = list(TrajectoryStore(run_dir / "trajectories.jsonl").read_trajectories(phase="warmup"))
+    demos = list(TrajectoryStore(run_dir / "trajectories").read_trajectories(phase="warmup"))
     assert all(t.reward_components["correct_answer"] == 1.0 for t in demos)
     assert all(t.turns[0].tool_results and t.turns[0].tool_results[0].ok for t in demos)
 
@@ -124,7 +125,7 @@ def test_resuming_a_finished_run_adds_nothing(smoke_run, tmp_path):
     rows = MetricsLog(copy / "metrics.jsonl").rows()
     assert [r["rl_step"] for r in rows if r["phase"] == "rl"] == [1, 2, 3]
     assert [r["tag"] for r in rows if r["phase"] == "eval"] == ["base", "warmup", "final"]
-    assert Counter(rec["phase"] for rec in TrajectoryStore(copy / "trajectories.jsonl").read()) == {
+    assert Counter(rec["phase"] for rec in TrajectoryStore(copy / "trajectories").read()) == {
         "warmup": 4, "rl": 12, "eval": 9}
 
 
@@ -176,6 +177,11 @@ def test_kill_and_resume(tiny_model_dir, tmp_path):
             proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert not (run_dir / "summary.json").exists()
+    # every trajectory completed before the kill reads back intact: whole shards, whole RL steps
+    killed = TrajectoryStore(run_dir / "trajectories", read_only=True)
+    assert all(len(t.token_ids) == len(t.loss_mask) == len(t.logprobs) for t in killed.read_trajectories())
+    logged = _rl_token_streams(run_dir)
+    assert sorted(logged) == list(range(1, len(logged) + 1)) and all(len(v) == 4 for v in logged.values())
 
     checkpoint = latest_checkpoint(run_dir)
     k = torch.load(checkpoint / "trainer_state.pt", weights_only=False)["rl_step"]
@@ -193,7 +199,7 @@ def test_kill_and_resume(tiny_model_dir, tmp_path):
     streams = _rl_token_streams(run_dir)
     assert sorted(streams) == list(range(1, steps + 1))
     assert all(len(v) == 4 for v in streams.values())  # no duplicated rollouts of a half-logged step
-    assert Counter(r["tag"] for r in TrajectoryStore(run_dir / "trajectories.jsonl").read(phase="eval")) == {
+    assert Counter(r["tag"] for r in TrajectoryStore(run_dir / "trajectories").read(phase="eval")) == {
         "base": 3, "warmup": 3, "final": 3}
 
     # optimizer state restored: AdamW saw all `steps` RL steps (it would count steps - k if reset)
@@ -282,6 +288,6 @@ def test_training_run_audits_every_tool_call(smoke_run):
     _, run_dir, _ = smoke_run
     records = list(AuditLog(run_dir / "audit.jsonl").read())
     assert records and all(r["run_id"] == run_dir.name for r in records)
-    called = {rec["trajectory_id"] for rec in TrajectoryStore(run_dir / "trajectories.jsonl").read()
+    called = {rec["trajectory_id"] for rec in TrajectoryStore(run_dir / "trajectories").read()
               if any(t["action"]["tool_calls"] or t["action"]["tool_call_errors"] for t in rec["turns"])}
     assert {r["trajectory_id"] for r in records} == called

@@ -46,6 +46,11 @@ def run_dir(tmp_path):
     (d / "config.toml").write_text('[run]\nname = "<script>alert(1)</script> & co"\n')
     (d / "summary.json").write_text(json.dumps({"final_success": 0.6875, "note": "a<b",
                                                 "levels": ["easy", "hard"]}))
+    from agentic_rl.trajectories import TrajectoryStore, trajectory_to_record
+    from tests.trajectories.conftest import build_trajectory
+
+    TrajectoryStore(d / "trajectories").append([trajectory_to_record(build_trajectory(i), phase="rl", step=i + 1)
+                                                for i in range(3)])
     return d
 
 
@@ -60,7 +65,7 @@ def test_report_is_self_contained_with_plots_and_tables(run_dir):
     text = out.read_text(encoding="utf-8")
     images = _images(text)
     # eval success, reward components, losses, kl/clip/entropy, rollouts, throughput
-    assert len(images) == 7  # eval, reward groups, reward components, loss, KL, rollouts, throughput
+    assert len(images) == 8  # eval, reward groups, reward components, loss, KL, rollouts, store panels, throughput
     assert all(img.startswith(b"\x89PNG\r\n\x1a\n") for img in images)
     assert "no data" not in text
     assert not re.search(r'(src|href)="(?!data:)', text)  # no external assets
@@ -80,7 +85,7 @@ def test_report_is_self_contained_with_plots_and_tables(run_dir):
 def test_empty_run_dir_shows_no_data(tmp_path):
     text = write_report(tmp_path).read_text()
     assert _images(text) == []
-    assert text.count("no data") == 9  # every section (the reward section has two panels)
+    assert text.count("no data") == 10  # every section (the reward section has two panels)
 
 
 def test_empty_files_and_missing_keys_do_not_crash(tmp_path):
@@ -114,3 +119,27 @@ def test_load_metrics_skips_bad_lines(tmp_path):
 def test_missing_run_dir_raises(tmp_path):
     with pytest.raises(FileNotFoundError):
         write_report(tmp_path / "nope")
+
+
+def test_store_rows_by_hand(tmp_path):
+    from agentic_rl.trainer.report import store_rows
+    from agentic_rl.trajectories import TrajectoryStore, trajectory_to_record
+    from agentic_rl.types import StopReason
+    from tests.trajectories.conftest import build_trajectory
+
+    assert store_rows(tmp_path) == []  # no store: no rows
+    store = TrajectoryStore(tmp_path / "trajectories")
+    # build_trajectory: 1 tool call, 2 tool results (1 failed), 6 tokens of which 4 sampled
+    store.append([trajectory_to_record(build_trajectory(0), phase="rl", step=1),
+                  trajectory_to_record(build_trajectory(1, stop_reason=StopReason.MAX_TURNS), phase="rl", step=1),
+                  trajectory_to_record(build_trajectory(2), phase="eval", step=1)])  # eval rows are not counted
+    store.append([trajectory_to_record(build_trajectory(3), phase="rl", step=2)])
+    rows = store_rows(tmp_path)
+    assert rows == [
+        {"step": 1, "stop/max_turns": 0.5, "stop/terminated": 0.5, "tools/calls_per_episode": 1.0,
+         "tools/error_rate": 0.5, "length/generated_tokens": 4.0, "length/total_tokens": 6.0},
+        {"step": 2, "stop/terminated": 1.0, "tools/calls_per_episode": 1.0, "tools/error_rate": 0.5,
+         "length/generated_tokens": 4.0, "length/total_tokens": 6.0},
+    ]
+    write_report(tmp_path)
+    assert "Trajectories: stop reasons" in (tmp_path / "report.html").read_text()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from agentic_rl.trainer.run_dir import MetricsLog, new_run_dir, truncate_after
-from agentic_rl.trajectories import TrajectoryStore
+from agentic_rl.trajectories import TrajectoryStore, trajectory_to_record
+from tests.trajectories.conftest import build_trajectory
 
 
 def test_new_run_dir_never_reuses_a_directory(tmp_path):
@@ -41,11 +42,14 @@ def test_truncate_after(tmp_path):
     log = MetricsLog(tmp_path / "metrics.jsonl")
     for r in rows:
         log.write(r)
-    store = TrajectoryStore(tmp_path / "trajectories.jsonl")
-    store.append([{"phase": r["phase"], "rl_step": r["rl_step"], "tag": r.get("tag"), "i": i} for i, r in enumerate(rows)])
+    store = TrajectoryStore(tmp_path / "trajectories")
+    store.append([trajectory_to_record(build_trajectory(), phase=r["phase"], rl_step=r["rl_step"], tag=r.get("tag"), i=i)
+                  for i, r in enumerate(rows[:4])])
+    store.append([trajectory_to_record(build_trajectory(), phase=r["phase"], rl_step=r["rl_step"], tag=r.get("tag"), i=i + 4)
+                  for i, r in enumerate(rows[4:])])
     truncate_after(tmp_path, 2)
     assert log.rows() == rows[:6]  # steps <= 2 kept; step 3 and the final eval dropped
-    assert [r["i"] for r in TrajectoryStore(tmp_path / "trajectories.jsonl").read()] == [0, 1, 2, 3, 4, 5]
-    assert not (tmp_path / "metrics.jsonl.tmp").exists() and not (tmp_path / "trajectories.jsonl.tmp").exists()
+    assert [r["i"] for r in TrajectoryStore(tmp_path / "trajectories").read()] == [0, 1, 2, 3, 4, 5]
+    assert not (tmp_path / "metrics.jsonl.tmp").exists() and not list((tmp_path / "trajectories").glob(".*"))
     truncate_after(tmp_path, 0)
     assert [r.get("tag") or r["phase"] for r in log.rows()] == ["base", "warmup", "warmup"]

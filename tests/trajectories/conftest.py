@@ -64,3 +64,35 @@ def build_trajectory(i: int = 0, reward: float | None = 1.0,
 def make_trajectory() -> Callable[..., Trajectory]:
     """Factory fixture: ``make_trajectory(i, reward=..., stop_reason=...)``."""
     return build_trajectory
+
+
+@pytest.fixture(scope="session")
+def recorded_run(tmp_path_factory, chat):
+    """A run directory recorded for real: the calculator-v0 oracle (ScriptedPolicy) on 6 seeds
+    through the rollout engine, scored by the env's rubric, stored as the recipe stores them
+    (two shards: an RL step of 4 with a wrong answer in one, and an eval of 2)."""
+    from agentic_rl.config import load_config, save_config
+    from agentic_rl.envs import make
+    from agentic_rl.policy.scripted import ScriptedPolicy
+    from agentic_rl.rollout import RolloutConfig, run_episodes
+    from agentic_rl.trajectories import TrajectoryStore, trajectory_to_record
+
+    run_dir = tmp_path_factory.mktemp("runs") / "recorded"
+    run_dir.mkdir()
+    save_config(load_config(None, []), run_dir / "config.toml")
+    store = TrajectoryStore(run_dir / "trajectories")
+    for phase, seeds in (("rl", [0, 0, 1, 1]), ("eval", [1_000_000, 1_000_001])):
+        envs = [make("calculator-v0") for _ in seeds]
+
+        def reply(i, _context, envs=envs):
+            text = envs[i].oracle_reply() or ""
+            return "<answer>-1</answer>" if (i == 1 and text.startswith("<answer>")) else text
+
+        trajs = run_episodes(ScriptedPolicy(chat, reply), chat, envs, seeds, [f"{phase}-{s}" for s in seeds],
+                             RolloutConfig(max_turns=3, max_new_tokens=96))
+        rubric = envs[0].rubric()
+        trajs = [rubric.apply(t) for t in trajs]
+        store.append([trajectory_to_record(t, run_id="recorded", phase=phase, step=1, env_kwargs={},
+                                           advantage=(0.5 if t.reward_components["outcome"] >= 1 else -0.5))
+                      for t in trajs])
+    return run_dir

@@ -31,7 +31,7 @@ def test_every_stop_reason_and_none_reward_round_trip(make_trajectory, reason):
 
 def test_record_layout_and_extra_keys(make_trajectory):
     record = trajectory_to_record(make_trajectory(), run="r1", step=3, phase="rl", advantage=0.5)
-    assert record["schema_version"] == SCHEMA_VERSION == 1
+    assert record["schema_version"] == SCHEMA_VERSION == 2
     assert record["stop_reason"] == "terminated"  # enum stored as its value
     assert (record["run"], record["step"], record["phase"], record["advantage"]) == (
         "r1", 3, "rl", 0.5)
@@ -46,7 +46,7 @@ def test_extra_key_colliding_with_field_raises(make_trajectory):
         trajectory_to_record(make_trajectory(), reward=3.0)
 
 
-@pytest.mark.parametrize("version", [None, 0, 2, "1"])
+@pytest.mark.parametrize("version", [None, 0, 3, "1"])
 def test_unknown_schema_version_raises(make_trajectory, version):
     record = trajectory_to_record(make_trajectory())
     if version is None:
@@ -62,3 +62,9 @@ def test_missing_field_raises_value_error(make_trajectory):
     del record["turns"][0]["action"]["text"]
     with pytest.raises(ValueError, match="text"):
         trajectory_from_record(record)
+
+
+def test_version_1_records_still_read(make_trajectory):
+    record = trajectory_to_record(make_trajectory())
+    record["schema_version"] = 1  # v1 had the same required fields, fewer optional keys
+    assert trajectory_from_record(record) == make_trajectory()

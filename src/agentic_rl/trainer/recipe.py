@@ -46,8 +46,9 @@ from agentic_rl.errors import ConfigError
 from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
 from agentic_rl.trainer.report import write_report
 from agentic_rl.trainer.run_dir import MetricsLog, new_run_dir, truncate_after
+from agentic_rl.trainer.tracking import run_metrics_log
 from agentic_rl.trainer.update import CriticSetup, policy_gradient_update, sft_update
-from agentic_rl.trajectories import TrajectoryStore, trajectory_to_record
+from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore, trajectory_to_record
 from agentic_rl.types import Trajectory
 
 log = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ def setup(config: TrainConfig, run_dir: Path) -> Run:
     policy = HFPolicy(model, chat.eos_token_id, tokenizer.pad_token_id, generator=sampler)
     return Run(
         config, run_dir, model, tokenizer, chat, policy, sampler,
-        MetricsLog(run_dir / "metrics.jsonl"), TrajectoryStore(run_dir / "trajectories.jsonl"), [], {},
+        run_metrics_log(run_dir), TrajectoryStore(run_dir / RUN_STORE_DIRNAME), [], {},
     )
 
 
@@ -167,8 +168,16 @@ def _optimizer(run: Run, lr: float, weight_decay: float = 0.0) -> torch.optim.Op
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
 
 
-def _store(run: Run, trajectories: list[Trajectory], **extra: Any) -> None:
-    run.store.append(trajectory_to_record(t, **extra) for t in trajectories)
+def _replay_kwargs(run: Run, **extra: Any) -> dict[str, Any]:
+    """The env kwargs stored with each trajectory so replay can rebuild its env (no audit path)."""
+    return {k: v for k, v in env_kwargs(run, **extra).items() if k not in ("audit_path", "run_id")}
+
+
+def _store(run: Run, trajectories: list[Trajectory], env_extra: dict[str, Any] | None = None, **extra: Any) -> None:
+    """Append one batch (one Parquet shard) with the run id and the env kwargs replay needs."""
+    kwargs = _replay_kwargs(run, **(env_extra or {}))
+    run.store.append([trajectory_to_record(t, run_id=run.run_dir.name, env_kwargs=kwargs, **extra)
+                      for t in trajectories])
 
 
 def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, Any]:
@@ -181,7 +190,7 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
     row = {"phase": "eval", "tag": tag, "rl_step": rl_step, "step": rl_step, **metrics,
            "perf/eval_seconds": time.perf_counter() - started}
     run.metrics.write(row)
-    _store(run, trajectories, phase="eval", tag=tag, rl_step=rl_step, step=rl_step)
+    _store(run, trajectories, phase="eval", tag=tag, rl_step=rl_step, step=rl_step, policy_version=rl_step)
     run.evals.append(row)
     progress("eval", 1, 1, f"{tag}: success {metrics['eval/success']:.0%}")
     return row
@@ -213,7 +222,7 @@ def warmup(run: Run, progress: Progress) -> None:
     if len(demos) < len(all_demos):
         log.warning("warm-up: %d of %d oracle demonstrations failed within the rollout budgets and were dropped",
                     len(all_demos) - len(demos), len(all_demos))
-    _store(run, demos, phase="warmup", step=0, rl_step=0)
+    _store(run, demos, cfg.env_kwargs, phase="warmup", step=0, rl_step=0)
     optimizer = _optimizer(run, cfg.lr)
     rng = random.Random(run.config.seed)
     total = cfg.epochs * -(-len(demos) // cfg.batch_size)
@@ -297,9 +306,10 @@ def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: An
            "perf/step_time_s": elapsed, "perf/rollout_time_s": t_rollout, "perf/update_time_s": elapsed - t_rollout,
            "perf/tokens_per_s": generated / max(t_rollout, 1e-9)}
     run.metrics.write(row)
-    run.store.append(trajectory_to_record(t, phase="rl", step=step + 1, rl_step=step + 1,
-                                          **credit_view.get(id(t), {"advantage": None}))
-                     for t in trajectories)
+    kwargs = _replay_kwargs(run)
+    run.store.append([trajectory_to_record(t, run_id=run.run_dir.name, env_kwargs=kwargs, phase="rl", step=step + 1,
+                                           rl_step=step + 1, policy_version=step,
+                                           **credit_view.get(id(t), {"advantage": None})) for t in trajectories])
     for env in envs:
         env.close()
     return row

@@ -9,6 +9,8 @@ Inputs, all in the run directory (each optional; a missing or empty one shows "n
   parse are skipped; metrics the report does not know are ignored.
 * ``config.toml``: the resolved config, shown verbatim.
 * ``summary.json``: a JSON object shown as a key/value table.
+* ``trajectories/``: the trajectory store; per RL step it gives stop-reason fractions, tool
+  calls and tool error rate, and episode lengths (see :func:`store_rows`).
 
 Plots are PNGs rendered with matplotlib's Agg canvas (no pyplot, no global backend switch)
 and embedded as base64 ``data:`` URIs, so the file needs no external assets. All text taken
@@ -224,6 +226,47 @@ def _config_section(path: Path) -> str:
     return f"<pre>{html.escape(text)}</pre>" if text.strip() else NO_DATA
 
 
+def store_rows(run_dir: Path) -> list[Row]:
+    """Per-RL-step rows computed from the trajectory store (``RUN_DIR/trajectories/``).
+
+    Each row has ``step`` and: ``stop/<reason>`` (fraction of the step's episodes ending so),
+    ``tools/calls_per_episode``, ``tools/error_rate`` (failed tool results / all results),
+    ``length/generated_tokens`` and ``length/total_tokens`` (means per episode). No store
+    gives [].
+    """
+    from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore
+
+    path = Path(run_dir) / RUN_STORE_DIRNAME
+    if not path.is_dir():
+        return []
+    records = TrajectoryStore(path, read_only=True).read(phase="rl")
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for r in records:
+        by_step.setdefault(int(r.get("step") or 0), []).append(r)
+    rows = []
+    for step, items in sorted(by_step.items()):
+        n = len(items)
+        results = [res for r in items for t in r["turns"] for res in t["tool_results"]]
+        row: Row = {"step": step}
+        for reason in sorted({r["stop_reason"] for r in items}):
+            row[f"stop/{reason}"] = sum(r["stop_reason"] == reason for r in items) / n
+        row["tools/calls_per_episode"] = sum(len(t["action"]["tool_calls"]) for r in items for t in r["turns"]) / n
+        row["tools/error_rate"] = sum(not res["ok"] for res in results) / len(results) if results else 0.0
+        row["length/generated_tokens"] = sum(sum(r["loss_mask"]) for r in items) / n
+        row["length/total_tokens"] = sum(len(r["token_ids"]) for r in items) / n
+        rows.append(row)
+    return rows
+
+
+def _store_panels(run_dir: Path) -> list[tuple[str, list[Row], list[str]]]:
+    rows = store_rows(run_dir)
+    stops = _keys_with_prefix(rows, "stop/")
+    return [("stop reasons (fraction)", rows, stops),
+            ("tool calls per episode", rows, ["tools/calls_per_episode"]),
+            ("tool error rate", rows, ["tools/error_rate"]),
+            ("tokens per episode", rows, ["length/generated_tokens", "length/total_tokens"])]
+
+
 def render_report(run_dir: Path) -> str:
     """Return the report of ``run_dir`` as an HTML string (see the module docstring).
 
@@ -251,7 +294,9 @@ def render_report(run_dir: Path) -> str:
              for k in ("train/kl", "train/clip_fraction", "train/entropy")], "RL step")),
         ("Rollouts", _line_panels(
             [(k.removeprefix("rollout/"), rl, [k])
-             for k in ("rollout/success", "rollout/turns", "rollout/tool_calls")], "RL step")),
+             for k in ("rollout/success", "rollout/turns", "rollout/tool_calls", "rollout/generated_tokens")],
+            "RL step")),
+        ("Trajectories: stop reasons, tool calls, lengths", _line_panels(_store_panels(run_dir), "RL step")),
         ("Throughput", _line_panels(
             [(k.removeprefix("perf/"), rl, [k])
              for k in ("perf/step_time_s", "perf/tokens_per_s")], "RL step")),

@@ -3,9 +3,9 @@
 * ``config.toml``: the resolved config.
 * ``metrics.jsonl``: one JSON object per line: ``{"phase": "warmup"|"rl"|"eval", "step": …,
   "rl_step": …, <namespaced metrics>}``.
-* ``trajectories.jsonl``: every trajectory (token ids, loss mask, logprobs, messages, reward
-  components, advantage, stop reason), append-only and crash-safe
-  (:class:`~agentic_rl.trajectories.TrajectoryStore`).
+* ``trajectories/``: every trajectory (token ids, loss mask, logprobs, messages, reward
+  components, advantage, stop reason, env kwargs), one Parquet shard per batch, append-only
+  and crash-safe (:class:`~agentic_rl.trajectories.TrajectoryStore`).
 * ``checkpoints/``, ``final_model/`` (a HF model directory), ``summary.json``, ``report.html``.
 """
 
@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentic_rl.trajectories import TrajectoryStore
+from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore
 
 
 def new_run_dir(output_dir: str, name: str) -> Path:
@@ -86,10 +86,6 @@ def truncate_after(run_dir: Path, rl_step: int) -> None:
     tmp = run_dir / "metrics.jsonl.tmp"
     tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
     os.replace(tmp, metrics.path)
-    path = run_dir / "trajectories.jsonl"
-    if path.exists():
-        records = [r for r in TrajectoryStore(path).read() if not _after(r, rl_step)]
-        tmp = run_dir / "trajectories.jsonl.tmp"
-        tmp.unlink(missing_ok=True)
-        TrajectoryStore(tmp).append(records)
-        os.replace(tmp, path)
+    path = run_dir / RUN_STORE_DIRNAME
+    if path.is_dir():
+        TrajectoryStore(path).delete_where(lambda r: _after(r, rl_step))

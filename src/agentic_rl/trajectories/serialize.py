@@ -11,7 +11,7 @@ Round trip: ``trajectory_from_record(json.loads(json.dumps(trajectory_to_record(
 for any trajectory whose ``info`` dicts and tool arguments hold JSON types (a tuple stored in
 an ``info`` dict comes back as a list).
 
-Record layout (schema version 1)::
+Record layout (schema version 2; version 1 lacked the optional keys below)::
 
     {"schema_version": 1, "env_id": str, "seed": int, "group_id": str,
      "trajectory_id": str, "messages": [{"role", "content"}], "turns": [turn],
@@ -23,6 +23,11 @@ Record layout (schema version 1)::
             "observation": {"messages": [...], "tools": [{...}]} | null, "reward",
             "tool_results": [{"call_id", "name", "content", "ok"}],
             "token_ids", "loss_mask", "logprobs", "info"}
+
+Optional top-level keys with a meaning (the store gives them columns): ``run_id``, ``phase``,
+``tag``, ``step``, ``rl_step``, ``policy_version`` (optimizer updates of the sampling policy),
+``env_kwargs`` (constructor kwargs, for replay), ``advantage`` (scalar), ``advantages``
+(``{"turn": [float], "token": [float]}``) and ``timings`` (``{name: seconds}``).
 """
 
 from __future__ import annotations
@@ -41,7 +46,9 @@ from agentic_rl.types import (
     Turn,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: versions ``trajectory_from_record`` reads (1: before run_id/env_kwargs/advantages/timings)
+READABLE_VERSIONS = (1, 2)
 
 # Top-level keys owned by the trajectory; extra keys may not reuse them.
 TRAJECTORY_KEYS = frozenset(
@@ -183,7 +190,7 @@ def trajectory_from_record(record: dict[str, Any]) -> Trajectory:
             or ``stop_reason`` is not a ``StopReason`` value.
     """
     version = record.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise ValueError(
             f"unknown trajectory schema_version {version!r} (this code reads {SCHEMA_VERSION})"
         )

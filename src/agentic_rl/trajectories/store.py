@@ -1,204 +1,174 @@
-"""An append-only, crash-safe trajectory store over one JSON Lines file.
+"""An append-only, crash-safe trajectory store: a folder of Parquet shards.
 
-Format: UTF-8 JSON Lines (https://jsonlines.org). Each line is one JSON object, usually a
-trajectory record from ``trajectory_to_record`` with extra keys such as ``run``, ``step``,
-``phase`` and ``advantage`` at the top level; every line ends with ``"\\n"``. Non-ASCII text
-is ``\\u``-escaped, so no record ever contains a raw line break. The file is an open format:
-``duckdb.read_json("trajectories.jsonl")``, ``pandas.read_json(path, lines=True)`` and
-``datasets.load_dataset("json", data_files=path)`` all read it directly.
+Layout: ``DIR/part-000001.parquet``, ``DIR/part-000002.parquet``, ... One ``append`` call
+writes one shard (the recipe appends once per batch: a warm-up set, an eval, an RL step), in
+the fixed schema of :mod:`agentic_rl.trajectories.arrow_schema`. Every tool that reads Parquet
+reads the folder as one table::
 
-Crash-safety guarantees (one writer process per file):
+    duckdb.sql("SELECT env_id, avg(reward) FROM 'runs/x/trajectories/*.parquet' GROUP BY 1")
+    pandas.read_parquet("runs/x/trajectories")
+    datasets.load_dataset("parquet", data_files="runs/x/trajectories/*.parquet")
 
-* ``append`` serialises the whole batch first (a record that is not JSON-serialisable raises
-  before anything is written), then writes it with a single ``write`` call, flushes and
-  ``os.fsync``s the file. When ``append`` returns, its lines are on disk.
-* A process killed at any moment (SIGKILL, OOM killer, power loss after the last ``fsync``)
-  leaves every completed line intact and readable. At worst the file ends with one partial
-  line: the tail of the batch that was being written.
-* Opening a store for writing repairs that tail: a trailing fragment that is not a complete
-  JSON object is truncated (with a warning), so later appends start on a clean line. A
-  complete object that only lacks its newline (e.g. a file made by another tool) is kept
-  and the newline is added.
-* Readers never fail on the partial tail: ``read`` skips it. A corrupt line anywhere else
-  cannot come from a crash and raises ``ValueError`` with its line number.
+Crash-safety (one writer process per folder):
 
-Readers of a file that another process is writing should open it with ``read_only=True``,
-which never modifies the file (otherwise the repair could cut the writer's line in half).
-Several concurrent writers to one file are not supported.
+* ``append`` converts the whole batch first (a bad record raises before anything is written),
+  writes it to ``.part-NNNNNN.parquet.tmp``, ``fsync``s it, renames it to its final name with
+  ``os.replace`` (atomic on POSIX) and ``fsync``s the folder. When ``append`` returns, the
+  shard is durable.
+* A process killed at any moment leaves every completed shard whole; the batch being written
+  is either entirely there or entirely absent, never a corrupt tail. Readers never see
+  temporary files (dot-prefixed, ``.tmp`` suffix: ignored by pyarrow, pandas, DuckDB globs on
+  ``*.parquet`` and HF ``datasets``); opening the store for writing deletes leftovers.
+* ``delete_where`` (used before a resume) rewrites affected shards the same way, so it is
+  crash-safe and can simply be run again.
+
+Why Parquet shards rather than one JSON Lines file: columnar, typed (token ids stay int32,
+logprobs float64), compressed, filterable without parsing every record (predicates are
+pushed down to row groups), and one file per step makes atomic appends trivial.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from agentic_rl.trajectories.arrow_schema import SCHEMA, records_to_table, row_to_record
 from agentic_rl.trajectories.serialize import trajectory_from_record, trajectory_to_record
 from agentic_rl.types import StopReason, Trajectory
 
-logger = logging.getLogger(__name__)
-
-_CHUNK = 1 << 16
-
-
-def _parse_object(line: bytes) -> dict[str, Any] | None:
-    """Return the JSON object in ``line``, or None when it is not one."""
-    try:
-        value = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
+_SHARD = re.compile(r"^part-(\d{6,})\.parquet$")
 
 
 class TrajectoryStore:
-    """Append-only JSON Lines store of trajectory records (see the module docstring).
+    """Append-only Parquet-shard store of trajectory records (see the module docstring).
 
     Args:
-        path: the ``.jsonl`` file; it and its parent directories are created when missing
-            (unless ``read_only``).
-        read_only: never create, repair or write the file; ``append`` raises.
+        path: the store's folder; created when missing (unless ``read_only``).
+        read_only: never create, clean or write; ``append`` raises.
 
     Raises:
-        FileNotFoundError: ``read_only`` and the file does not exist.
+        FileNotFoundError: ``read_only`` and the folder does not exist.
+        NotADirectoryError: ``path`` exists and is not a folder (e.g. an old ``.jsonl`` file).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        if self.path.exists() and not self.path.is_dir():
+            raise NotADirectoryError(f"trajectory store must be a folder of Parquet shards: {self.path}")
         if read_only:
-            if not self.path.is_file():
+            if not self.path.is_dir():
                 raise FileNotFoundError(f"trajectory store not found: {self.path}")
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.path.exists():
-            self.path.touch()
-            _fsync_dir(self.path.parent)
-        self._repair_tail()
+        self.path.mkdir(parents=True, exist_ok=True)
+        for leftover in self.path.glob(".part-*.tmp"):  # a crash between write and rename
+            leftover.unlink()
 
     def __repr__(self) -> str:
         return f"TrajectoryStore({str(self.path)!r}, read_only={self.read_only})"
 
     # -- writing -------------------------------------------------------------------------
 
-    def _repair_tail(self) -> None:
-        """Truncate a partial last line left by a crash mid-write (or add a missing newline)."""
-        with open(self.path, "r+b") as f:
-            size = f.seek(0, os.SEEK_END)
-            if size == 0:
-                return
-            f.seek(size - 1)
-            if f.read(1) == b"\n":
-                return
-            start = _last_line_start(f, size)
-            f.seek(start)
-            tail = f.read(size - start)
-            if _parse_object(tail) is not None:
-                logger.warning("%s: last line had no newline; adding one", self.path)
-                f.seek(size)
-                f.write(b"\n")
-            else:
-                logger.warning(
-                    "%s: truncating a partial last line of %d bytes (crash mid-write?)",
-                    self.path,
-                    size - start,
-                )
-                f.truncate(start)
-            f.flush()
+    def shards(self) -> list[Path]:
+        """Completed shards, in append order."""
+        found = [(int(m.group(1)), p) for p in self.path.iterdir() if (m := _SHARD.match(p.name))]
+        return [p for _, p in sorted(found)]
+
+    def _write_shard(self, table: pa.Table, final: Path) -> None:
+        tmp = final.with_name(f".{final.name}.tmp")
+        pq.write_table(table, tmp, compression="zstd")
+        with open(tmp, "rb") as f:
             os.fsync(f.fileno())
+        os.replace(tmp, final)
+        _fsync_dir(self.path)
 
     def append(self, records: Iterable[dict[str, Any]]) -> int:
-        """Write each record as one JSON line, then flush and ``fsync``; return the count.
+        """Write the records as one new shard (atomically); return how many were written.
 
         Raises:
             PermissionError: the store was opened ``read_only``.
-            TypeError: a record is not a dict, or holds a value JSON cannot encode (nothing
-                of the batch is written then).
+            ValueError: a record lacks a trajectory field or has another ``schema_version``.
+            TypeError: a record is not a dict or holds a value the schema cannot store
+                (nothing of the batch is written then).
         """
         if self.read_only:
             raise PermissionError(f"{self!r} is read-only")
-        lines = []
-        for record in records:
-            if not isinstance(record, dict):
-                raise TypeError(f"a record must be a dict, got {type(record).__name__}")
-            lines.append(json.dumps(record, ensure_ascii=True) + "\n")
-        if not lines:
+        table = records_to_table(list(records))
+        if table.num_rows == 0:
             return 0
-        data = "".join(lines).encode("utf-8")
-        with open(self.path, "ab") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        return len(lines)
+        shards = self.shards()
+        number = int(_SHARD.match(shards[-1].name).group(1)) + 1 if shards else 1
+        self._write_shard(table, self.path / f"part-{number:06d}.parquet")
+        return table.num_rows
 
     def append_trajectories(self, trajectories: Iterable[Trajectory], **extra: Any) -> int:
-        """Append trajectories as records with ``extra`` keys (run, step, phase, ...).
+        """Append trajectories as records with ``extra`` keys (run_id, step, phase, ...).
 
         Raises:
             ValueError: an ``extra`` key collides with a trajectory field.
             PermissionError, TypeError: as ``append``.
         """
-        return self.append(trajectory_to_record(t, **extra) for t in trajectories)
+        return self.append([trajectory_to_record(t, **extra) for t in trajectories])
+
+    def delete_where(self, predicate: Callable[[dict[str, Any]], bool]) -> int:
+        """Remove every record for which ``predicate(record)`` is true; return how many.
+
+        Each affected shard is rewritten atomically (or removed when nothing is left), so a
+        crash leaves each shard either old or new, and running the call again finishes it.
+
+        Raises:
+            PermissionError: the store was opened ``read_only``.
+        """
+        if self.read_only:
+            raise PermissionError(f"{self!r} is read-only")
+        removed = 0
+        for shard in self.shards():
+            table = pq.read_table(shard, schema=SCHEMA)
+            keep = [not predicate(row_to_record(row)) for row in table.to_pylist()]
+            if all(keep):
+                continue
+            removed += keep.count(False)
+            if any(keep):
+                self._write_shard(table.filter(pa.array(keep)), shard)
+            else:
+                shard.unlink()
+                _fsync_dir(self.path)
+        return removed
 
     # -- reading -------------------------------------------------------------------------
 
-    def _records(self) -> Iterator[dict[str, Any]]:
-        """Every complete record in file order; a partial last line is skipped."""
-        with open(self.path, "rb") as f:
-            for number, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                record = _parse_object(line)
-                if record is not None:
-                    yield record
-                elif line.endswith(b"\n"):
-                    raise ValueError(f"{self.path}:{number}: not a JSON object line")
-                else:
-                    logger.debug("%s: skipping partial last line %d", self.path, number)
+    def table(self, **filters: Any) -> pa.Table:
+        """The matching rows as one Arrow table of :data:`~.arrow_schema.SCHEMA` (see ``read``)."""
+        shards = self.shards()
+        if not shards:
+            return SCHEMA.empty_table()
+        dataset = ds.dataset([str(p) for p in shards], schema=SCHEMA, format="parquet")
+        return dataset.to_table(filter=_expression(**filters))
 
-    def read(
-        self,
-        *,
-        step: int | None = None,
-        phase: str | None = None,
-        min_reward: float | None = None,
-        max_reward: float | None = None,
-        stop_reason: StopReason | str | None = None,
-    ) -> Iterator[dict[str, Any]]:
-        """Yield the records that match every given filter, in file order.
+    def read(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Yield the records that match every given filter, in append order.
 
-        ``step`` and ``phase`` compare with the record's top-level keys of the same name;
-        ``min_reward``/``max_reward`` are inclusive bounds on ``reward`` (records with no
-        reward never match a bound); ``stop_reason`` accepts a ``StopReason`` or its value.
+        Filters (all optional, combined with AND): ``run_id``, ``phase``, ``tag``, ``step``,
+        ``env_id``, ``trajectory_id``, ``group_id`` (equality); ``min_reward``/``max_reward``
+        (inclusive; a record without reward never matches a bound); ``stop_reason`` (a
+        ``StopReason`` or its value).
 
         Raises:
-            ValueError: a line other than the last one is not a JSON object, or
-                ``stop_reason`` is not a ``StopReason`` value.
+            ValueError: an unknown filter name, or ``stop_reason`` is not a ``StopReason`` value.
         """
-        reason = None if stop_reason is None else StopReason(stop_reason).value
-        for record in self._records():
-            if step is not None and record.get("step") != step:
-                continue
-            if phase is not None and record.get("phase") != phase:
-                continue
-            reward = record.get("reward")
-            has_reward = isinstance(reward, (int, float)) and not isinstance(reward, bool)
-            if min_reward is not None and not (has_reward and reward >= min_reward):
-                continue
-            if max_reward is not None and not (has_reward and reward <= max_reward):
-                continue
-            if reason is not None and record.get("stop_reason") != reason:
-                continue
-            yield record
+        for row in self.table(**filters).to_pylist():
+            yield row_to_record(row)
 
     def read_trajectories(self, **filters: Any) -> Iterator[Trajectory]:
-        """Yield ``Trajectory`` objects for the records matching ``filters`` (see ``read``).
-
-        Raises:
-            ValueError: as ``read``, or a record is not a valid trajectory record.
-        """
+        """Yield ``Trajectory`` objects for the records matching ``filters`` (see ``read``)."""
         for record in self.read(**filters):
             yield trajectory_from_record(record)
 
@@ -206,26 +176,35 @@ class TrajectoryStore:
         return self.read()
 
     def __len__(self) -> int:
-        """Number of complete records (a partial last line is not counted)."""
-        return sum(1 for _ in self._records())
+        """Number of stored records (shard footers only; no data is read)."""
+        return sum(pq.ParquetFile(p).metadata.num_rows for p in self.shards())
 
 
-def _last_line_start(f: Any, size: int) -> int:
-    """Offset just after the last ``\\n`` before ``size`` (0 when there is none)."""
-    end = size
-    while end > 0:
-        start = max(0, end - _CHUNK)
-        f.seek(start)
-        chunk = f.read(end - start)
-        idx = chunk.rfind(b"\n")
-        if idx != -1:
-            return start + idx + 1
-        end = start
-    return 0
+_EQUALITY = ("run_id", "phase", "tag", "step", "env_id", "trajectory_id", "group_id")
+
+
+def _expression(*, min_reward: float | None = None, max_reward: float | None = None,
+                stop_reason: StopReason | str | None = None, **equal: Any) -> pc.Expression | None:
+    """The pyarrow filter expression of ``TrajectoryStore.read``'s filters (None: no filter)."""
+    unknown = sorted(set(equal) - set(_EQUALITY))
+    if unknown:
+        raise ValueError(f"unknown trajectory filter(s) {unknown}; known: {sorted(_EQUALITY)}, "
+                         "min_reward, max_reward, stop_reason")
+    terms = [pc.field(k) == v for k, v in equal.items() if v is not None]
+    if min_reward is not None:
+        terms.append(pc.field("reward") >= float(min_reward))
+    if max_reward is not None:
+        terms.append(pc.field("reward") <= float(max_reward))
+    if stop_reason is not None:
+        terms.append(pc.field("stop_reason") == StopReason(stop_reason).value)
+    expr = None
+    for term in terms:
+        expr = term if expr is None else expr & term
+    return expr
 
 
 def _fsync_dir(directory: Path) -> None:
-    """Make a new file's directory entry durable (best effort; not possible on Windows)."""
+    """Make renames in ``directory`` durable (best effort; not possible on every OS)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -236,3 +215,21 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+#: the store's folder inside a run directory
+RUN_STORE_DIRNAME = "trajectories"
+
+
+def open_run_store(run_dir: str | os.PathLike[str]) -> TrajectoryStore:
+    """The read-only trajectory store of a run directory (``RUN_DIR/trajectories/``).
+
+    Raises:
+        RunDirError: ``run_dir`` has no trajectory store.
+    """
+    from agentic_rl.errors import RunDirError
+
+    path = Path(run_dir) / RUN_STORE_DIRNAME
+    if not path.is_dir():
+        raise RunDirError(f"no trajectory store at {path} (is {run_dir} a run directory?)")
+    return TrajectoryStore(path, read_only=True)

@@ -1,0 +1,112 @@
+"""The trajectory subcommands end to end: replay (incl. a non-deterministic env), view, export, compare."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentic_rl.cli import main
+from agentic_rl.envs import registry
+from agentic_rl.trajectories import TrajectoryStore, open_run_store, trajectory_to_record
+from tests.trajectories.test_replay import FlakyEnv, _record_flaky
+
+
+def _json_out(capsys, argv):
+    rc = main(argv)
+    captured = capsys.readouterr()
+    assert captured.out, captured.err
+    return rc, json.loads(captured.out)
+
+
+def test_replay_recorded_run_zero_divergences(recorded_run, capsys):
+    for record in open_run_store(recorded_run).read():
+        rc, out = _json_out(capsys, ["replay", str(recorded_run), "--trajectory", record["trajectory_id"], "--json",
+                                     "--rescore"])
+        assert rc == 0 and out["first_divergent_turn"] is None and out["divergences"] == []
+        assert out["turns_replayed"] == out["turns"] == 2
+        assert out["rescore"]["changed"] == [] and out["rescore"]["reward_now"] == pytest.approx(record["reward"])
+    tid = record["trajectory_id"]
+    assert main(["replay", str(recorded_run), "--trajectory", tid[:10]]) == 0  # unique prefix, table output
+    assert "0 divergences" in capsys.readouterr().out
+
+
+def test_replay_flaky_env_reports_first_divergent_turn(tmp_path, chat, capsys):
+    if "test-flaky-v0" not in registry._REGISTRY:
+        registry.register("test-flaky-v0", FlakyEnv, "test only: unseeded noise at turn 1")
+    traj = _record_flaky(chat)
+    traj = traj.__class__(**{**traj.__dict__, "env_id": "test-flaky-v0"})
+    TrajectoryStore(tmp_path / "trajectories").append([trajectory_to_record(traj, env_kwargs={})])
+    rc, out = _json_out(capsys, ["replay", str(tmp_path), "--trajectory", traj.trajectory_id, "--json"])
+    assert rc == 1 and out["first_divergent_turn"] == 1 and out["divergences"][0]["what"] == "observation"
+    assert main(["replay", str(tmp_path), "--trajectory", traj.trajectory_id]) == 1
+    assert "first divergence at turn 1" in capsys.readouterr().out
+
+
+def test_replay_logprob_drift_under_a_model(recorded_run, tiny_model_dir, capsys):
+    tid = next(open_run_store(recorded_run).read(phase="rl"))["trajectory_id"]
+    rc, out = _json_out(capsys, ["replay", str(recorded_run), "--trajectory", tid, "--json",
+                                 "--logprobs", str(tiny_model_dir)])
+    lp = out["logprobs"]
+    # the recording is scripted (logprob 0 = probability 1); a random tiny Llama spreads its mass
+    # over 49,152 ids, so every sampled token's logprob is far below 0
+    assert rc == 0 and lp["num_tokens"] > 10 and lp["max_abs"] >= lp["mean_abs"] > 5.0 and lp["mean_diff"] < 0
+
+
+def test_replay_errors(recorded_run, tmp_path, capsys):
+    assert main(["replay", str(recorded_run), "--trajectory", "nope"]) == 2
+    assert "no trajectory 'nope'" in capsys.readouterr().err
+    assert main(["replay", str(tmp_path), "--trajectory", "x"]) == 2
+    assert "no trajectory store" in capsys.readouterr().err
+
+
+def test_view_writes_self_contained_page(recorded_run, tmp_path, capsys):
+    out = tmp_path / "v.html"
+    assert main(["view", str(recorded_run), "--out", str(out), "--no-tokens", "--phase", "rl"]) == 0
+    page = out.read_text()
+    assert "4 trajectories" in capsys.readouterr().out
+    assert "http://" not in page.replace("http://127.0.0.1", "") and "<script src" not in page and "<link" not in page
+    data = json.loads(page.split('<script id="data" type="application/json">')[1].split("</script>")[0])
+    assert len(data["trajectories"]) == 4 and {t["phase"] for t in data["trajectories"]} == {"rl"}
+
+
+def test_export_is_loadable_by_hf_datasets(recorded_run, tmp_path, capsys):
+    datasets = pytest.importorskip("datasets")
+    assert main(["export", str(recorded_run), "--out", str(tmp_path / "all")]) == 0
+    assert main(["export", str(recorded_run), "--out", str(tmp_path / "ok"), "--only-success"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    full = datasets.load_dataset("parquet", data_files=str(tmp_path / "all" / "data" / "*.parquet"), split="train")
+    ok = datasets.load_dataset(str(tmp_path / "ok"), split="train")
+    assert len(full) == 6 and len(ok) == 4  # one scripted wrong answer in each shard
+    assert all(ok["success"]) and not all(full["success"])
+    row = ok[0]
+    assert row["messages"][0]["role"] == "system" and row["messages"][-1]["role"] == "assistant"
+    assert len(row["input_ids"]) == len(row["loss_mask"]) == len(row["logprobs"])
+    assert row["reward/correct_answer"] == 1.0
+    rl = [r for r in ok if r["phase"] == "rl"]
+    assert all(a == (0.5 if m else 0.0) for r in rl for a, m in zip(r["advantages"], r["loss_mask"]))
+    assert main(["export", str(recorded_run), "--out", str(tmp_path / "none"), "--min-reward", "99"]) == 2
+    assert "nothing to export" in capsys.readouterr().err
+
+
+def test_compare_two_runs(recorded_run, tmp_path, capsys):
+    import shutil
+
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    shutil.copytree(recorded_run, mine)
+    shutil.copytree(recorded_run, other)
+    store = TrajectoryStore(other / "trajectories")
+    store.delete_where(lambda r: r["phase"] == "eval" and r["seed"] == 1_000_001)
+    for path in (mine, other):  # mark the eval shard as the final evaluation
+        s = TrajectoryStore(path / "trajectories")
+        records = list(s.read(phase="eval"))
+        s.delete_where(lambda r: r["phase"] == "eval")
+        s.append([{**r, "tag": "final"} for r in records])
+    rc, rows = _json_out(capsys, ["compare", str(mine), str(other), "--json"])
+    by = {r["metric"]: r for r in rows}
+    assert rc == 0 and by["episodes"]["a"] == 2 and by["episodes"]["b"] == 1 and by["episodes"]["diff"] == -1
+    # A: the eval shard's second episode answers wrong (0.5); B dropped it (1.0)
+    assert (by["success"]["a"], by["success"]["b"], by["success"]["diff"]) == (0.5, 1.0, 0.5)
+    assert "cost/generated_tokens" in by and by["stop_reasons/terminated"]["diff"] == -1
+    assert main(["compare", str(mine), str(tmp_path / "missing")]) == 2
+    assert main(["compare", str(recorded_run), str(mine)]) == 2  # no final evaluation in the original
