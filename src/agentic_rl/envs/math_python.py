@@ -30,7 +30,8 @@ Reward (rubric)
     ``279 or 280``, ``[279, 280]`` and two answer tags score 0; see
     :mod:`agentic_rl.rewards.math_answers`); ``task_score`` (raw ``score_answer``, weight 0);
     process ``answer_format`` (exactly one number in the answer) and ``tool_call_format``
-    (fraction of tool calls that ran without error); cost ``tool_calls`` (0.02 per call) and
+    (fraction of tool calls that parsed, were allowed and ran; an exception raised by the code
+    itself is shown to the model but is not a format error); cost ``tool_calls`` (0.02 per call) and
     ``generated_tokens`` (0.0005 per sampled token); risk ``denied_calls``,
     ``sandbox_limit_hits``, ``outside_workspace_attempts``.
     ``step`` returns the outcome (1.0/0.0) on the final step and 0 before.
