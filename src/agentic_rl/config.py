@@ -211,6 +211,17 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class TrackingConfig:
+    """``[tracking]``: where metrics go besides ``RUN_DIR/metrics.jsonl``.
+
+    Attributes:
+        tensorboard: also write every metric to TensorBoard event files in ``RUN_DIR/tb/``.
+    """
+
+    tensorboard: bool = True
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """The whole run configuration (one TOML file)."""
 
@@ -226,6 +237,7 @@ class TrainConfig:
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
 
 _POSITIVE = {

@@ -134,7 +134,7 @@ def setup(config: TrainConfig, run_dir: Path) -> Run:
     policy = HFPolicy(model, chat.eos_token_id, tokenizer.pad_token_id, generator=sampler)
     return Run(
         config, run_dir, model, tokenizer, chat, policy, sampler,
-        run_metrics_log(run_dir), TrajectoryStore(run_dir / RUN_STORE_DIRNAME), [], {},
+        run_metrics_log(run_dir, tensorboard=config.tracking.tensorboard), TrajectoryStore(run_dir / RUN_STORE_DIRNAME), [], {},
     )
 
 
