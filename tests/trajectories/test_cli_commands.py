@@ -110,3 +110,32 @@ def test_compare_two_runs(recorded_run, tmp_path, capsys):
     assert "cost/generated_tokens" in by and by["stop_reasons/terminated"]["diff"] == -1
     assert main(["compare", str(mine), str(tmp_path / "missing")]) == 2
     assert main(["compare", str(recorded_run), str(mine)]) == 2  # no final evaluation in the original
+
+
+def test_view_serve_on_localhost(recorded_run, tmp_path):
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "served.html"
+    proc = subprocess.Popen([sys.executable, "-m", "agentic_rl.cli", "view", str(recorded_run), "--out", str(out),
+                             "--no-tokens", "--serve", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/served.html", timeout=5) as resp:
+                    body = resp.read().decode()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read().decode()
+                time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert body == out.read_text() and '<script id="data"' in body
