@@ -151,6 +151,9 @@ class AlgorithmConfig:
         max_grad_norm: gradient clipping (0 = off).
         skip_zero_advantage: drop trajectories whose advantages are all exactly 0 from the
             update (they carry no policy gradient; with kl_coef > 0 or ppo they are kept).
+        time_budget_s: stop RL once its steps (rollouts + updates, evals excluded) have taken
+            this many seconds in this process, even before ``steps``; 0 = no time limit. For
+            equal wall-clock comparisons of algorithms.
     """
 
     name: str = "grpo"
@@ -178,6 +181,7 @@ class AlgorithmConfig:
     process_coef: float = 0.5
     value_lr: float = 1e-3
     value_clip: float = 0.2
+    time_budget_s: float = 0.0
 
     def __post_init__(self) -> None:
         choices = {"std_scope": ("group", "batch"), "kl_estimator": ("k1", "k2", "k3"),
@@ -246,7 +250,7 @@ _POSITIVE = {
     "rollout.max_turns", "rollout.max_new_tokens", "rollout.max_total_tokens", "rollout.temperature",
     "model.lora_rank", "checkpoint_every",
 }
-_NON_NEGATIVE = {"algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
+_NON_NEGATIVE = {"algorithm.time_budget_s", "algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
                  "algorithm.value_clip", "algorithm.value_lr", "algorithm.std_eps", "algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads"}
 
 

@@ -356,17 +356,22 @@ def train(config: TrainConfig | None, *, resume: Path | None = None, progress: P
             torch.save(_reference_weights(run.model), run_dir / "checkpoints" / "reference.pt")
     ref_model = _reference_model(run) if alg.kl_coef > 0 else None
     rl_started = time.perf_counter()
+    done, spent = first_step, 0.0  # spent: seconds of RL steps in this process (evals excluded)
     for step in range(first_step, alg.steps):
         row = rl_step(run, step, optimizer, ref_model)
+        done, spent = step + 1, spent + row["perf/step_time_s"]
         progress("rl", step + 1, alg.steps,
                  f"reward {row.get('rollout/reward_total', float('nan')):.3f} success {row['rollout/success']:.0%}")
-        if config.eval.every and (step + 1) % config.eval.every == 0 and step + 1 < alg.steps:
+        last = step + 1 == alg.steps or 0 < alg.time_budget_s <= spent
+        if config.eval.every and (step + 1) % config.eval.every == 0 and not last:
             run_eval(run, f"rl-step-{step + 1}", step + 1, progress)
-        if (step + 1) % config.checkpoint_every == 0 or step + 1 == alg.steps:
+        if (step + 1) % config.checkpoint_every == 0 or last:
             run.timings["rl_seconds"] = run.timings.get("rl_seconds", 0.0) + time.perf_counter() - rl_started
             rl_started = time.perf_counter()
             _save_checkpoint(run, optimizer, TrainerState(step + 1, run.evals, run.timings))
-    run_eval(run, "final", alg.steps, progress)
+        if last:
+            break
+    run_eval(run, "final", done, progress)
     run.timings["total_seconds_this_process"] = time.perf_counter() - start
     _export(run)
     _write_summary(run)

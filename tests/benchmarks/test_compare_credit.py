@@ -1,0 +1,46 @@
+"""benchmarks/compare_credit.py end to end on the tiny random Llama with a trivially small budget:
+a shared warm-up per env, every method stopped by the time budget, table, curves, results."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "compare_credit.py"
+
+
+@pytest.fixture(scope="module")
+def compare():
+    spec = importlib.util.spec_from_file_location("compare_credit", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_compare_credit_tiny(compare, tiny_model_dir, tmp_path):
+    out = tmp_path / "cmp"
+    sets = ["model.num_threads=1", "rollout.max_new_tokens=64", "rollout.max_turns=4", "warmup.num_demos=2",
+            "warmup.batch_size=2", "algorithm.tasks_per_step=1", "algorithm.group_size=2"]
+    argv = ["--out", str(out), "--model", str(tiny_model_dir), "--budget-s", "0.01", "--eval-size", "1",
+            "--eval-every", "1", "--envs", "calculator-v0", "search-qa-v0", "--algorithms", "grpo", "ppo"]
+    results = compare.main(argv + [a for s in sets for a in ("--set", s)])
+    for env_id in ("calculator-v0", "search-qa-v0"):
+        for name in ("grpo", "ppo"):
+            r = results["envs"][env_id][name]
+            # a budget below one step's time: exactly one RL step, then the final eval
+            assert r["rl_steps"] == 1 and r["rl_seconds"] > 0.01
+            assert [e["rl_step"] for e in r["evals"]] == [0, 1]  # warm-up start, final
+            assert r["start_success"] is not None and r["final_success"] is not None
+            assert Path(r["run_dir"]).name == name
+    table = (out / "table.md").read_text()
+    assert table.count("| search-qa-v0 |") == 2 and "| calculator-v0 | ppo | 1 |" in table
+    assert (out / "curves.png").stat().st_size > 1000
+    assert json.loads((out / "results.json").read_text())["budget_s"] == 0.01
+
+
+def test_bad_budget_is_rejected(compare):
+    with pytest.raises(SystemExit):
+        compare.parse_args(["--out", "x", "--budget-s", "0"])
