@@ -85,3 +85,16 @@ def test_bad_env_arguments_are_reported_by_name(pool):
         pool.make("no-such-env-v0")
     with pytest.raises(ValueError, match="num_workers"):
         EnvWorkerPool(0)
+
+
+def test_evaluate_builds_its_envs_in_the_workers(pool, chat):
+    from agentic_rl.rewards import RewardWeights
+    from agentic_rl.trainer.evaluation import evaluate
+
+    answer_zero = ScriptedPolicy(chat, lambda i, _context: "<answer>0</answer>")
+    before = [ray.get(a.num_envs.remote()) for a in pool.actors]
+    metrics, trajs = evaluate(answer_zero, chat, "calculator-v0", {}, [1, 2, 3], CONFIG, RewardWeights(),
+                              make_env=pool.make)
+    assert len(trajs) == 3 and all(t.stop_reason == StopReason.TERMINATED for t in trajs)
+    assert metrics["eval/success"] == 0.0  # "0" is wrong for every seed's task
+    assert [ray.get(a.num_envs.remote()) for a in pool.actors] == before  # evaluate closed its remote envs

@@ -8,10 +8,10 @@ key of the env's reset info when present.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentic_rl.envs import make
+from agentic_rl.envs import Env, make
 from agentic_rl.policy.base import Policy
 from agentic_rl.policy.chat import ChatFormat
 from agentic_rl.rewards import RewardWeights
@@ -66,8 +66,13 @@ def evaluate(
     weights: RewardWeights,
     *,
     batch_size: int = 128,
+    make_env: Callable[..., Env] = make,
 ) -> tuple[dict[str, float], list[Trajectory]]:
     """Greedy rollouts on ``seeds``, scored with the env's rubric.
+
+    ``make_env(env_id, **env_kwargs)`` builds each episode's env: :func:`agentic_rl.envs.make`
+    (in this process) or ``EnvWorkerPool.make`` (in Ray env workers,
+    :mod:`agentic_rl.rollout.env_workers`).
 
     Returns:
         ``(metrics, trajectories)`` with metrics from :func:`summarize` under ``eval/``.
@@ -75,7 +80,7 @@ def evaluate(
     trajectories: list[Trajectory] = []
     for start in range(0, len(seeds), batch_size):
         chunk = list(seeds[start : start + batch_size])
-        envs = [make(env_id, **env_kwargs) for _ in chunk]
+        envs = [make_env(env_id, **env_kwargs) for _ in chunk]
         rubric = envs[0].rubric(weights)
         batch = run_episodes(policy, chat, envs, chunk, [f"eval-{s}" for s in chunk], rollout, greedy=True)
         trajectories.extend(rubric.apply(t) for t in batch)
