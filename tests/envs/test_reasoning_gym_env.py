@@ -32,6 +32,13 @@ def test_a_task_without_gold_answers_fails_the_oracle_check():
     assert "oracle_reply() returned None" in str(info.value)
 
 
+@pytest.mark.parametrize("task,check", [("list_functions", "reset_determinism"), ("composite", "make")])
+def test_known_broken_tasks_fail_the_right_check(task, check):
+    with pytest.raises(EnvCheckError) as info:
+        check_env(f"rg/{task}-v0", seeds=[0])
+    assert {f.check for f in info.value.failures} == {check}
+
+
 def final(env, seed: int, text: str) -> tuple[float, dict]:
     env.reset(seed=seed)
     _, reward, terminated, _, info = env.step(act(text))

@@ -1,0 +1,61 @@
+"""`agentic-rl train --env ID` with the default recipe: a 2-step smoke run per new env (tiny model)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from agentic_rl.cli import _env_overrides, main
+from agentic_rl.config import load_config
+from agentic_rl.trainer.run_dir import MetricsLog
+
+SMOKE = [
+    "model.num_threads=1",
+    "warmup.num_demos=3",
+    "warmup.batch_size=3",
+    "algorithm.steps=2",
+    "algorithm.tasks_per_step=2",
+    "algorithm.group_size=2",
+    "eval.size=3",
+    "eval.base=false",
+    "rollout.max_new_tokens=96",  # the env's own default (128) is kept unless set; smaller is faster
+]
+
+
+def test_env_overrides_replace_calculator_defaults_unless_the_user_sets_them():
+    config = load_config(None, _env_overrides("math-python-v0", []))
+    assert config.env.id == "math-python-v0" and config.name == "math-python-v0-grpo"
+    assert config.warmup.env_kwargs == {} and config.rollout.max_new_tokens == 128
+    config = load_config(None, _env_overrides("rg/countdown-v0", ["rollout.max_new_tokens=64", "name='mine'"]))
+    assert config.name == "mine" and config.rollout.max_new_tokens == 64 and config.env.id == "rg/countdown-v0"
+    config = load_config(None, _env_overrides("calculator-v0", []))
+    assert config.warmup.env_kwargs == {"levels": ["direct"]}  # the default env keeps its defaults
+
+
+def test_train_env_unknown_id_is_one_error_line(capsys):
+    assert main(["train", "--env", "rg/nope-v0"]) == 2
+    assert "unknown env id 'rg/nope-v0'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("env_id", ["math-python-v0", "rg/countdown-v0"])
+def test_train_env_two_step_smoke_run(env_id, tiny_model_dir, tmp_path):
+    sets = [f"model.path='{tiny_model_dir}'", f"output_dir='{tmp_path}'", *SMOKE]
+    argv = ["train", "--env", env_id]
+    for item in sets:
+        argv += ["--set", item]
+    assert main(argv) == 0
+    run_dir = next(p for p in Path(tmp_path).iterdir() if p.is_dir())
+    assert run_dir.name == env_id.replace("/", "-") + "-grpo"
+    rows = MetricsLog(run_dir / "metrics.jsonl").rows()
+    warmup = [r for r in rows if r["phase"] == "warmup"]
+    assert warmup and all(math.isfinite(r["train/loss"]) for r in warmup)  # oracle demos fit and were trained on
+    rl = [r for r in rows if r["phase"] == "rl"]
+    assert [r["rl_step"] for r in rl] == [1, 2]
+    for r in rl:
+        assert r["rollout/failed"] == 0.0
+        assert "rollout/reward/correct_answer" in r and "rollout/reward/task_score" in r
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert set(summary["success"]) == {"warmup", "final"}
