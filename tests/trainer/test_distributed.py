@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentic_rl.trainer.distributed import DataParallelOptimizer, DistContext, data_parallel_update, shard, trained_tokens
+from agentic_rl.trainer.distributed import (
+    DataParallelOptimizer, DistContext, data_parallel_update, normalizer_count, shard, trained_tokens,
+)
 from agentic_rl.types import StopReason, Trajectory
 
 MAX_GRAD_NORM = 0.05  # small enough that clipping is active: the global norm must be used
@@ -43,7 +45,7 @@ def _groups(vocab: int) -> list[tuple[list[Trajectory], list[float]]]:
     return groups
 
 
-def _single_process_update(model_dir: Path, groups) -> tuple[dict, dict]:
+def _single_process_update(model_dir: Path, groups, loss_agg: str = "token-mean") -> tuple[dict, dict]:
     from transformers import AutoModelForCausalLM
 
     from agentic_rl.trainer.update import policy_gradient_update
@@ -52,8 +54,12 @@ def _single_process_update(model_dir: Path, groups) -> tuple[dict, dict]:
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     trajs = [t for g, _ in groups for t in g]
     advs = [a for _, adv in groups for a in adv]
-    metrics = policy_gradient_update(model, opt, trajs, advs, micro_batch_size=2, max_grad_norm=MAX_GRAD_NORM)
+    metrics = policy_gradient_update(model, opt, trajs, advs, micro_batch_size=2, max_grad_norm=MAX_GRAD_NORM,
+                                     loss_agg=loss_agg)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, metrics
+
+
+LOSS_AGGS = ("token-mean", "seq-mean-token-mean")  # normalised by tokens, by trajectories
 
 
 def test_two_ranks_match_one_process_with_accumulation(tiny_model_dir, tmp_path):
@@ -65,28 +71,30 @@ def test_two_ranks_match_one_process_with_accumulation(tiny_model_dir, tmp_path)
     worker = Path(__file__).with_name("ddp_worker.py")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(worker),
-           str(tiny_model_dir), str(tmp_path / "groups.pkl"), str(tmp_path), str(MAX_GRAD_NORM)]
+           str(tiny_model_dir), str(tmp_path / "groups.pkl"), str(tmp_path), str(MAX_GRAD_NORM), ",".join(LOSS_AGGS)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     from transformers import AutoModelForCausalLM
 
     before = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).state_dict()
-    single, single_metrics = _single_process_update(tiny_model_dir, groups)
-    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]
-    assert ranks[0]["local_tokens"] != ranks[1]["local_tokens"]  # uneven shards: weighting matters
-    assert single_metrics["train/grad_norm"] > MAX_GRAD_NORM  # clipping was active
-    for r in ranks:
-        for name, p_single in single.items():
-            delta_single = p_single - before[name]
-            delta_ddp = r["state"][name] - before[name]
-            torch.testing.assert_close(delta_ddp, delta_single, rtol=1e-4, atol=1e-6, msg=name)
-        m = r["metrics"]
-        assert m["train/tokens"] == single_metrics["train/tokens"]
-        assert m["train/grad_norm"] == pytest.approx(single_metrics["train/grad_norm"], rel=1e-4)
-        assert m["train/loss"] == pytest.approx(single_metrics["train/loss"], rel=1e-4, abs=1e-6)
-    # the update is visible (not a no-op comparison): the embedding moved
-    assert (single["model.embed_tokens.weight"] - before["model.embed_tokens.weight"]).abs().max() > 1e-4
+    for loss_agg in LOSS_AGGS:
+        single, single_metrics = _single_process_update(tiny_model_dir, groups, loss_agg)
+        ranks = [torch.load(tmp_path / f"rank{r}-{loss_agg}.pt", weights_only=False) for r in range(2)]
+        assert ranks[0]["local_tokens"] != ranks[1]["local_tokens"]  # uneven shards: weighting matters
+        assert single_metrics["train/grad_norm"] > MAX_GRAD_NORM  # clipping was active
+        for r in ranks:
+            for name, p_single in single.items():
+                delta_single = p_single - before[name]
+                delta_ddp = r["state"][name] - before[name]
+                torch.testing.assert_close(delta_ddp, delta_single, rtol=1e-4, atol=1e-6, msg=f"{loss_agg} {name}")
+            m = r["metrics"]
+            assert m["train/tokens"] == single_metrics["train/tokens"]
+            assert m["train/grad_norm"] == pytest.approx(single_metrics["train/grad_norm"], rel=1e-4)
+            assert m["train/loss"] == pytest.approx(single_metrics["train/loss"], rel=1e-4, abs=1e-6)
+            assert m["train/clip_fraction"] == pytest.approx(single_metrics["train/clip_fraction"], abs=1e-6)
+        # the update is visible (not a no-op comparison): the embedding moved
+        assert (single["model.embed_tokens.weight"] - before["model.embed_tokens.weight"]).abs().max() > 1e-4
 
 
 def test_single_process_context_is_a_plain_step(tiny_model_dir):
@@ -113,6 +121,15 @@ def test_shard_splits_groups_contiguously_and_completely():
     parts = [shard(items, DistContext(rank=r, world_size=3)) for r in range(3)]
     assert parts == [[0, 1], [2, 3], [4, 5, 6]]  # 7·r//3 boundaries: 0, 2, 4, 7
     assert shard([0], DistContext(rank=0, world_size=2)) == []  # a rank may get nothing
+
+
+def test_normalizer_count_follows_the_loss_aggregation():
+    groups = _groups(1000)
+    trajs = [t for g, _ in groups for t in g]
+    assert normalizer_count(trajs, "token-mean") == trained_tokens(trajs)
+    assert normalizer_count(trajs, "seq-mean-token-mean") == normalizer_count(trajs, "seq-mean-token-sum") == 8
+    with pytest.raises(ValueError, match="loss aggregation"):
+        normalizer_count(trajs, "sum")
 
 
 def test_negative_token_count_is_rejected():

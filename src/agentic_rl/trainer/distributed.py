@@ -6,12 +6,14 @@ as on one process), runs the unchanged single-process update
 (:func:`~agentic_rl.trainer.update.policy_gradient_update` or ``sft_update``) on it, and then,
 before the optimizer step, the gradients are all-reduced so every rank applies the same update.
 
-Token-mean across ranks. The single-process update divides the loss of a step by the number
-of trained tokens of the step, n (DAPO's token-mean, Yu et al. 2025, arXiv:2503.14476). On rank
-r it divides by the rank's own count n_r, so its gradient is g_r = Σ_{tokens of r} ∇ℓ / n_r.
-The all-reduce computes::
+Weighted mean across ranks. The single-process update normalises the loss of a step by a
+count of the step: with ``loss_agg="token-mean"`` (DAPO, Yu et al. 2025, arXiv:2503.14476) the
+number of trained tokens; with ``seq-mean-token-mean`` (GRPO) or ``seq-mean-token-sum``
+(Dr. GRPO) the number of trajectories (see ``algorithms.losses.token_loss_weights``). On rank r
+it divides by the rank's own count n_r, so its gradient is g_r = Σ_{items of r} ∇ℓ / n_r. The
+all-reduce computes::
 
-    g = Σ_r (n_r / N) · g_r = Σ_{all tokens} ∇ℓ / N,      N = Σ_r n_r
+    g = Σ_r (n_r / N) · g_r = Σ_{all items} ∇ℓ / N,      N = Σ_r n_r
 
 which is exactly the gradient of one process that accumulates the whole batch (plain DDP's
 unweighted mean (1/W) Σ_r g_r equals it only when every rank has the same n_r). Gradient
@@ -127,8 +129,8 @@ def broadcast_parameters(model: torch.nn.Module, ctx: DistContext) -> None:
 class DataParallelOptimizer:
     """An optimizer whose ``step`` first averages gradients across ranks, token-weighted.
 
-    Call :meth:`set_local_tokens` with this rank's number of trained tokens n_r before the
-    step (``data_parallel_update`` does it). ``step`` then sets every gradient to
+    Call :meth:`set_local_tokens` with this rank's normaliser count n_r (trained tokens, or
+    trajectories for the sequence-mean losses) before the step (``data_parallel_update`` does it). ``step`` then sets every gradient to
     Σ_r (n_r / N) g_r (module docstring), clips it to ``max_grad_norm`` by its global L2 norm,
     and steps the wrapped optimizer. Parameters without a gradient on a rank count as zero.
 
@@ -215,6 +217,20 @@ def trained_tokens(trajectories: Sequence[Any]) -> int:
     return sum(sum(t.loss_mask[1:]) for t in trajectories)
 
 
+def normalizer_count(trajectories: Sequence[Any], loss_agg: str = "token-mean") -> int:
+    """n_r, the count the update normalises by: trained tokens (``token-mean``) or trajectories
+    (``seq-mean-token-mean``, ``seq-mean-token-sum``).
+
+    Raises:
+        ValueError: unknown ``loss_agg``.
+    """
+    if loss_agg == "token-mean":
+        return trained_tokens(trajectories)
+    if loss_agg in ("seq-mean-token-mean", "seq-mean-token-sum"):
+        return len(trajectories)
+    raise ValueError(f"unknown loss aggregation {loss_agg!r}")
+
+
 def data_parallel_update(update: Callable[..., dict[str, float]], model: torch.nn.Module,
                          optimizer: DataParallelOptimizer, trajectories: Sequence[Any], *args: Any,
                          **kwargs: Any) -> dict[str, float]:
@@ -226,29 +242,32 @@ def data_parallel_update(update: Callable[..., dict[str, float]], model: torch.n
     joins the all-reduce (with weight 0), so no rank waits forever.
 
     Returns:
-        the update's metrics, token-weighted means over all ranks; ``train/tokens`` is N and
+        the update's metrics, averaged over ranks: ``train/loss`` weighted by n_r, per-token
+        metrics by trained tokens; ``train/tokens`` is the global token count and
         ``train/grad_norm`` the global norm before clipping.
 
     Raises:
         ValueError: no rank has a trained token (same as the single-process update).
     """
     kwargs.pop("max_grad_norm", None)
-    n_local = trained_tokens(trajectories)
-    optimizer.set_local_tokens(n_local)
+    tokens = trained_tokens(trajectories)
+    count = normalizer_count(trajectories, kwargs.get("loss_agg", "token-mean"))
+    optimizer.set_local_tokens(count)
     metrics: dict[str, float] = {}
-    if n_local > 0:
+    if tokens > 0:
         metrics = update(model, optimizer, trajectories, *args, max_grad_norm=0.0, **kwargs)
     else:
-        optimizer.step()  # weight 0: contributes nothing, but takes part in the collective
+        optimizer.step()  # zero gradient, but counted in N and part of the collective
         optimizer.zero_grad()
-    keys = sorted(k for k in metrics if k not in ("train/tokens", "train/grad_norm"))
-    keys = _agree_on_keys(keys, optimizer.ctx)
-    sums = all_reduce_sum([metrics.get(k, 0.0) * n_local for k in keys] + [float(n_local)], optimizer.ctx)
-    total = sums[-1]
-    if total == 0:
+    keys = _agree_on_keys(sorted(k for k in metrics if k not in ("train/tokens", "train/grad_norm")), optimizer.ctx)
+    weight = {k: (count if k == "train/loss" else tokens) for k in keys}
+    sums = all_reduce_sum([metrics.get(k, 0.0) * weight[k] for k in keys] + [float(count), float(tokens)],
+                          optimizer.ctx)
+    total_count, total_tokens = sums[-2], sums[-1]
+    if total_tokens == 0:
         raise ValueError("data_parallel_update: no trained tokens on any rank")
-    out = {k: s / total for k, s in zip(keys, sums[:-1])}
-    out.update({"train/tokens": total, "train/grad_norm": optimizer.last_grad_norm})
+    out = {k: s / (total_count if k == "train/loss" else total_tokens) for k, s in zip(keys, sums[:-2])}
+    out.update({"train/tokens": total_tokens, "train/grad_norm": optimizer.last_grad_norm})
     return out
 
 
