@@ -136,6 +136,8 @@ def test_generic_adapter_rejects_bad_configuration():
         GymTextEnv("FrozenLake-v1", action_names=["a", "b"])
     with pytest.raises(ValueError, match="max_steps"):
         make("taxi-v0", max_steps=0)
+    with pytest.raises(ValueError, match="unknown Gymnasium id 'NoSuchGame-v0'"):
+        make("gym-v0", gym_id="NoSuchGame-v0")
 
 
 def test_gym_v0_plays_gymnasium_ids_by_kwargs():

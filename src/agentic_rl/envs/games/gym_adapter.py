@@ -64,9 +64,8 @@ class GymTextEnv(Env):
         max_steps: horizon in turns.
 
     Raises:
-        ValueError: the action space is not ``Discrete``, ``action_names`` has the wrong length,
-            or ``max_steps`` < 1.
-        gymnasium.error.Error: ``gym_id`` is unknown to Gymnasium (raised by ``gymnasium.make``).
+        ValueError: ``gym_id`` is unknown to Gymnasium, the action space is not ``Discrete``,
+            ``action_names`` has the wrong length, or ``max_steps`` < 1.
     """
 
     description = "A Gymnasium env with a discrete action space as a text game"
@@ -101,7 +100,10 @@ class GymTextEnv(Env):
         import gymnasium
         from gymnasium.envs.registration import load_env_creator
 
-        entry = gymnasium.spec(self.gym_id).entry_point
+        try:
+            entry = gymnasium.spec(self.gym_id).entry_point
+        except gymnasium.error.Error as exc:
+            raise ValueError(f"unknown Gymnasium id {self.gym_id!r}: {exc}") from None
         creator = load_env_creator(entry) if isinstance(entry, str) else entry
         modes = getattr(creator, "metadata", {}).get("render_modes", [])
         render_mode = "ansi" if "ansi" in modes else None  # e.g. Blackjack has no text render

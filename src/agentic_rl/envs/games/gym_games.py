@@ -167,8 +167,7 @@ def gym_text_env(gym_id: str = "CliffWalking-v1", gym_kwargs: dict[str, Any] | N
     play with actions named ``0..n-1`` and the stripped ANSI render (or the raw observation).
 
     Raises:
-        ValueError: see :class:`GymTextEnv`.
-        gymnasium.error.Error: an unknown Gymnasium id.
+        ValueError: an unknown Gymnasium id, or see :class:`GymTextEnv`.
     """
     names, title, goal, describe, success = KNOWN_GAMES.get(gym_id, (None, gym_id, "", None, None))
     return GymTextEnv(gym_id, gym_kwargs, action_names if action_names is not None else names, title, goal,
