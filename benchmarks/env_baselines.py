@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentic_rl.cli import _env_overrides
+from agentic_rl.cli import env_overrides
 from agentic_rl.config import TrainConfig, load_config
 from agentic_rl.envs import make
 from agentic_rl.policy.chat import ChatFormat
@@ -55,7 +55,7 @@ def naive_reply(task_text: str) -> str:
 
 def recipe_config(env_id: str) -> TrainConfig:
     """The config ``agentic-rl train --env env_id`` would run with (budgets, rubric weights, kwargs)."""
-    return load_config(None, _env_overrides(env_id, []))
+    return load_config(None, env_overrides(env_id, []))
 
 
 def scripted(chat: ChatFormat, config: TrainConfig, seeds: list[int],

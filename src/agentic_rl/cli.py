@@ -93,7 +93,7 @@ def _summary_table(run_dir: Path, console) -> None:
     console.print(f"report: [bold]{run_dir / 'report.html'}[/bold]")
 
 
-def _env_overrides(env_id: str, sets: list[str]) -> list[str]:
+def env_overrides(env_id: str, sets: list[str]) -> list[str]:
     """``--set`` items that ``train --env ID`` puts before the user's own (later items win).
 
     Sets ``env.id``; for an env other than the default one also ``name`` (``<id>-grpo``),
@@ -137,7 +137,7 @@ def _cmd_train(args) -> int:
         raise AgenticRLError(f"run directory not found: {resume}")
     if resume is not None and (args.config or args.set):
         raise AgenticRLError("--resume continues a run with its own config.toml; --config/--set cannot be combined with it")
-    sets = _env_overrides(args.env, args.set) if args.env else args.set
+    sets = env_overrides(args.env, args.set) if args.env else args.set
     if resume is not None and args.env:
         raise AgenticRLError("--resume continues a run with its own config.toml; --env cannot be combined with it")
     config = None if resume else load_config(args.config, sets)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentic_rl.cli import _env_overrides, main
+from agentic_rl.cli import env_overrides, main
 from agentic_rl.config import load_config
 from agentic_rl.trainer.run_dir import MetricsLog
 
@@ -25,13 +25,13 @@ SMOKE = [
 ]
 
 
-def test_env_overrides_replace_calculator_defaults_unless_the_user_sets_them():
-    config = load_config(None, _env_overrides("math-python-v0", []))
+def testenv_overrides_replace_calculator_defaults_unless_the_user_sets_them():
+    config = load_config(None, env_overrides("math-python-v0", []))
     assert config.env.id == "math-python-v0" and config.name == "math-python-v0-grpo"
     assert config.warmup.env_kwargs == {} and config.rollout.max_new_tokens == 128
-    config = load_config(None, _env_overrides("rg/countdown-v0", ["rollout.max_new_tokens=64", "name='mine'"]))
+    config = load_config(None, env_overrides("rg/countdown-v0", ["rollout.max_new_tokens=64", "name='mine'"]))
     assert config.name == "mine" and config.rollout.max_new_tokens == 64 and config.env.id == "rg/countdown-v0"
-    config = load_config(None, _env_overrides("calculator-v0", []))
+    config = load_config(None, env_overrides("calculator-v0", []))
     assert config.warmup.env_kwargs == {"levels": ["direct"]}  # the default env keeps its defaults
 
 
