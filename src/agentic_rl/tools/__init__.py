@@ -6,7 +6,9 @@ then :func:`execute_tool_calls` runs them against a ``{name: Tool}`` mapping and
 tools exist and how to call them. :class:`ToolExecutor` is the one execution path of an env:
 permission check (:class:`PermissionPolicy`) → execution → audit record (:class:`AuditLog`) →
 observation, with risk events for the rubric. :class:`EpisodeSandbox` gives an episode the
-sandboxed stateful ``python`` tool and workspace file tools (bubblewrap).
+sandboxed stateful ``python`` tool and workspace file tools (bubblewrap), with snapshots
+(:mod:`agentic_rl.tools.snapshot`) and risk detectors (:mod:`agentic_rl.tools.risk_detector`);
+:class:`SandboxedTools` bundles sandbox, executor and detectors for an env.
 
 Layer rule: this package imports only the standard library and :mod:`agentic_rl.types`.
 """
@@ -20,6 +22,9 @@ from agentic_rl.tools.executor import ExecutionReport, ToolExecutor
 from agentic_rl.tools.permissions import Decision, PermissionPolicy
 from agentic_rl.tools.sandbox import SandboxConfig, SandboxError, SandboxUnavailableError
 from agentic_rl.tools.episode import EpisodeSandbox
+from agentic_rl.tools.risk_detector import SandboxRiskDetector
+from agentic_rl.tools.sandboxed import SandboxedTools
+from agentic_rl.tools.snapshot import SandboxSnapshot, SnapshotError, SnapshotReplayError
 
 __all__ = [
     "Tool",
@@ -38,6 +43,11 @@ __all__ = [
     "PermissionPolicy",
     "SandboxConfig",
     "SandboxError",
+    "SandboxRiskDetector",
+    "SandboxSnapshot",
     "SandboxUnavailableError",
+    "SandboxedTools",
+    "SnapshotError",
+    "SnapshotReplayError",
     "ToolExecutor",
 ]
