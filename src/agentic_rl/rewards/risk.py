@@ -13,10 +13,10 @@ component                      counts
 ``outside_workspace_attempts`` events of category ``"path_outside_workspace"``
 =============================  ==========================================================
 
-Environments whose tools run in the sandbox get ``sandbox_limit`` and ``path_outside_workspace``
-events automatically from :class:`~agentic_rl.tools.risk_detector.SandboxRiskDetector` (wired in
-by :class:`~agentic_rl.tools.sandboxed.SandboxedTools`): which limits count, and which paths are
-"outside", is listed there.
+Environments that offer the sandbox's tools get ``sandbox_limit`` and ``path_outside_workspace``
+events automatically: the tools of :class:`~agentic_rl.tools.episode.EpisodeSandbox` carry their
+risk detectors, which the executor runs after each allowed call. Which limits count, and which
+paths are "outside", is listed in :mod:`agentic_rl.tools.risk_detector`.
 
 A call denied for touching a path outside the workspace (a path rule of the permission policy)
 is one event, ``denied`` and of category ``path_outside_workspace``: it counts in both
