@@ -1,13 +1,16 @@
-"""snapshot()/restore() of the env contract: calculator-v0, and the default refusal."""
+"""snapshot()/restore() of the env contract: calculator-v0, math-python-v0, and the default refusal."""
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 
 from agentic_rl.envs import make
 from agentic_rl.envs.base import Env, SnapshotNotSupportedError
 from agentic_rl.envs.calculator import CalculatorSnapshot
-from agentic_rl.types import Action, ToolCall
+from agentic_rl.tools.sandbox import bwrap_available
+from agentic_rl.types import Action, StopReason, ToolCall, Trajectory, Turn
 
 CALL = Action("", tool_calls=(ToolCall("calculator", {"expression": "6 * 7"}, id="call_0_0"),))
 
@@ -61,3 +64,53 @@ def test_default_snapshot_names_the_env():
     env.env_id = "plain-v0"
     with pytest.raises(NotImplementedError, match="plain-v0.*restore"):
         env.restore(object())
+
+
+# -- math-python-v0: a registered env with the sandboxed python tool ---------------------------
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
+                                 reason="bubblewrap missing or unusable (CI installs it)")
+
+
+def _python(code, call_id="call_0_0"):
+    return Action("", tool_calls=(ToolCall("python", {"code": code}, id=call_id),))
+
+
+@needs_bwrap
+def test_math_python_snapshot_restores_interpreter_and_files():
+    env = make("math-python-v0")
+    try:
+        env.reset(seed=2)
+        env.step(_python("acc = [1]\nopen('w.txt', 'w').write('a')"))
+        snap = env.snapshot()
+        env.step(_python("acc.append(2)\nopen('w.txt', 'w').write('b')"))
+        assert env.step(_python("acc"))[0].messages[0].content == "Out: [1, 2]"
+        env.restore(snap)
+        assert env.step(_python("acc, open('w.txt').read()"))[0].messages[0].content == "Out: ([1], 'a')"
+        answer = f"<answer>{env.task.answer}</answer>"
+        assert env.step(Action(answer))[1:3] == (1.0, True)
+        env.restore(snap)  # the ended episode is live again at the snapshot's turn
+        assert env._turn == 1 and env.oracle_reply() == answer
+        with pytest.raises(TypeError, match="not a snapshot"):
+            env.restore(CalculatorSnapshot(None, False, 0, False, ""))
+    finally:
+        env.close()
+
+
+@needs_bwrap
+def test_math_python_timeout_is_a_sandbox_limit_hit_in_the_rubric():
+    env = make("math-python-v0")
+    try:
+        env.reset(seed=0)
+        turns = []
+        for i, action in enumerate((_python("while True:\n    pass"), Action("<answer>0</answer>"))):
+            obs, reward, terminated, truncated, info = env.step(action)
+            turns.append(Turn(i, action, obs, reward, (), (), (), (), info))
+        events = turns[0].info["risk_events"]
+        assert [(e["category"], e["rule"]) for e in events] == [("sandbox_limit", "timeout")]
+        traj = Trajectory("math-python-v0", 0, "g", "t", (), tuple(turns), (), (), (), StopReason.TERMINATED)
+        scored = env.rubric().apply(traj)
+        assert scored.reward_components["sandbox_limit_hits"] == 1.0
+        assert scored.reward_components["risk"] == pytest.approx(0.1)  # weight of sandbox_limit_hits
+    finally:
+        env.close()

@@ -32,6 +32,10 @@ Difficulty knobs
     Every field of the task's reasoning-gym config (e.g. ``min_numbers``, ``max_target`` of
     ``countdown``) is a keyword argument of ``make``: ``make("rg/countdown-v0", max_numbers=4)``;
     an unknown one is a ``ValueError`` naming the known fields.
+Snapshots
+    ``snapshot()``/``restore()`` save and bring back the task, the turn count, the flags and,
+    with the python tool, the sandbox: workspace files plus the interpreter rebuilt by replaying
+    the episode's python calls (:mod:`agentic_rl.tools.snapshot` says what is not restored).
 Oracle
     Answers with the generator's gold answer (no tool call).
 Known failure modes
@@ -89,6 +93,17 @@ class RGTask:
     answer: str | None
     entry: dict[str, Any]
     score: Callable[[str | None, dict[str, Any]], float]
+
+
+@dataclasses.dataclass(frozen=True)
+class RGSnapshot:
+    """The episode state of a :class:`ReasoningGymEnv` (``sandbox``: None without the python tool)."""
+
+    task: RGTask | None
+    done: bool
+    turn: int
+    called: bool
+    sandbox: Any
 
 
 def check_settings(task: str, settings: Mapping[str, Any]) -> None:
@@ -225,6 +240,28 @@ class ReasoningGymEnv(Env):
         info = {"tool_calls": len(results), "tool_errors": sum(not r.ok for r in results),
                 "tool_results": [dataclasses.asdict(r) for r in results], "risk_events": events}
         return Observation(messages=tuple(Message("tool", r.content) for r in results)), 0.0, False, False, info
+
+    def snapshot(self) -> RGSnapshot:
+        """The episode state (see the module docstring).
+
+        Raises:
+            SnapshotError: the sandbox cannot be snapshotted (no episode, workspace too large).
+        """
+        box = self.sandboxed.snapshot() if self.sandboxed is not None else None
+        return RGSnapshot(self.task, self._done, self._turn, self._called, box)
+
+    def restore(self, snapshot: RGSnapshot) -> None:
+        """Bring the episode back to ``snapshot`` (from this env or one built with the same arguments).
+
+        Raises:
+            TypeError: ``snapshot`` is not an :class:`RGSnapshot` or does not match the python tool setting.
+            SnapshotReplayError: the sandbox's replay diverged (non-deterministic code).
+        """
+        if not isinstance(snapshot, RGSnapshot) or (snapshot.sandbox is None) != (self.sandboxed is None):
+            raise TypeError(f"{self.env_id or type(self).__name__}: not a snapshot of this env: {type(snapshot).__name__}")
+        if self.sandboxed is not None:
+            self.sandboxed.restore(snapshot.sandbox)
+        self.task, self._done, self._turn, self._called = snapshot.task, snapshot.done, snapshot.turn, snapshot.called
 
     def grade(self, text: str) -> tuple[str | None, bool, float, bool]:
         """``(answer, correct, task_score, format_ok)`` of a final reply.
