@@ -8,7 +8,8 @@ import pytest
 
 from agentic_rl.envs import make
 from agentic_rl.envs.base import Env, SnapshotNotSupportedError
-from agentic_rl.envs.calculator import CalculatorSnapshot
+from agentic_rl.envs.calculator import CalculatorEnv, CalculatorSnapshot
+from agentic_rl.envs.checker import EnvCheckError, check_env
 from agentic_rl.tools.sandbox import bwrap_available
 from agentic_rl.types import Action, StopReason, ToolCall, Trajectory, Turn
 
@@ -114,3 +115,28 @@ def test_math_python_timeout_is_a_sandbox_limit_hit_in_the_rubric():
         assert scored.reward_components["risk"] == pytest.approx(0.1)  # weight of sandbox_limit_hits
     finally:
         env.close()
+
+
+# -- check_env verifies snapshots of every env that has them -----------------------------------
+
+class _ForgetfulRestore(CalculatorEnv):
+    def restore(self, snapshot):  # claims support but restores nothing
+        pass
+
+
+class _NoSnapshots(CalculatorEnv):
+    def snapshot(self):
+        return Env.snapshot(self)
+
+
+def test_check_env_round_trips_snapshots():
+    assert "snapshot" in check_env("calculator-v0", seeds=[0, 1]).passed
+    assert "snapshot" not in check_env(_NoSnapshots, seeds=[0]).passed  # skipped, not failed
+    with pytest.raises(EnvCheckError) as err:
+        check_env(_ForgetfulRestore, seeds=[0])
+    assert {f.check for f in err.value.failures} == {"snapshot"}
+
+
+@needs_bwrap
+def test_check_env_round_trips_math_python_snapshots():
+    assert "snapshot" in check_env("math-python-v0", seeds=[0]).passed

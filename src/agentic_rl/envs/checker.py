@@ -36,6 +36,11 @@ check                       what it requires
                             total is finite, each group component equals the weighted sum of
                             its functions, and the total equals Σ sign·λ·group (DESIGN.md,
                             decision 3) for the default and for non-default group weights
+``snapshot``                restoring the snapshot taken after reset or after any oracle turn,
+                            into the same env or a fresh one, makes the next oracle action give
+                            the recorded observation and reward (only envs whose
+                            ``snapshot()`` does not raise ``SnapshotNotSupportedError``, and
+                            once the checks above passed; skipped, not failed, otherwise)
 ``close``                   ``close`` can be called twice
 ==========================  ==================================================================
 
@@ -53,7 +58,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError, SnapshotNotSupportedError
 from agentic_rl.errors import AgenticRLError
 from agentic_rl.rewards import RewardGroup, RewardWeights, Rubric
 from agentic_rl.tools import parse_tool_calls
@@ -63,7 +68,7 @@ __all__ = ["CHECKS", "CheckFailure", "CheckReport", "EnvCheckError", "check_env"
 
 ROLES = ("system", "user", "assistant", "tool")
 CHECKS = ("make", "step_before_reset", "reset_determinism", "observation", "tool_schemas", "step_return",
-          "oracle", "step_after_end", "rubric", "close")
+          "oracle", "step_after_end", "rubric", "snapshot", "close")
 _OTHER_WEIGHTS = RewardWeights(outcome=2.0, process=0.5, cost=3.0, risk=0.25)
 
 
@@ -375,6 +380,43 @@ def _step_after_end(env: Env, trajectory: Trajectory) -> list[str]:
     return [f"seed {trajectory.seed}: step after the end did not raise (expected EpisodeEndedError)"]
 
 
+def _snapshot_round_trip(make_env: Callable[[], Env], seed: int, max_turns: int) -> list[str] | None:
+    """Problems of snapshot/restore on one oracle episode; None when the env has no snapshots."""
+    env, other = make_env(), make_env()
+    try:
+        env.reset(seed=seed)
+        try:
+            env.snapshot()
+        except SnapshotNotSupportedError:
+            return None
+        after_steps: list[Any] = []
+        trajectory = play_oracle(env, seed, max_turns=max_turns, on_step=lambda r, i: after_steps.append(env.snapshot()))
+        env.reset(seed=seed, options={"trajectory_id": f"check-{seed}"})
+        snapshots = [env.snapshot(), *after_steps]  # snapshots[i]: the state before turn i
+        problems = []
+        for i, turn in enumerate(trajectory.turns):
+            for target in (env, other):
+                target.restore(snapshots[i])
+                obs, reward, *_ = target.step(turn.action)
+                recorded = turn.observation.messages if turn.observation else ()
+                same_reward = float(reward) == turn.reward or (math.isnan(reward) and math.isnan(turn.reward))
+                if obs.messages != recorded or not same_reward:
+                    which = "the same env" if target is env else "a fresh env"
+                    problems.append(f"seed {seed}: after restoring the snapshot of turn {i} into {which}, the oracle's "
+                                    "action gave another observation or reward than recorded")
+        return problems
+    finally:
+        env.close()
+        other.close()
+
+
+def _snapshot_round_trip_or_failure(make_env: Callable[[], Env], seed: int, max_turns: int) -> list[str] | None:
+    try:
+        return _snapshot_round_trip(make_env, seed, max_turns)
+    except Exception as exc:  # noqa: BLE001 - a crashing check is a failed check
+        return [f"seed {seed}: raised {type(exc).__name__}: {exc}"]
+
+
 def _close_twice(make_env: Callable[[], Env]) -> list[str]:
     env = make_env()
     env.reset(seed=0)
@@ -424,6 +466,10 @@ def check_env(env_or_id: str | Env | Callable[[], Env], seeds: Iterable[int] = r
     checks.run("step_before_reset", lambda: _step_before_reset(make_env))
     checks.run("reset_determinism", lambda: _determinism(make_env, seeds))
     success = _oracle_and_rubric(checks, make_env, seeds, max_turns, weights, min_oracle_success)
+    # the round trip replays the oracle's episode: only meaningful once the checks above passed
+    snapshot_problems = None if checks.failures else _snapshot_round_trip_or_failure(make_env, seeds[0], max_turns)
+    if snapshot_problems is not None:
+        checks.run("snapshot", lambda: snapshot_problems)
     checks.run("close", lambda: _close_twice(make_env))
     if "make" not in checks.passed:
         checks.passed.insert(0, "make")
