@@ -166,6 +166,26 @@ def _critic_advantages(critic: CriticSetup, hidden: Tensor, rewards: Tensor, bat
     return adv[mask].float(), vloss, vm
 
 
+def _advantages(advantages, critic, captured, penalty, idx, batch, mb, gamma: float, total: int):
+    """[N] advantages of a micro-batch: given (plus the KL penalty's return), or GAE from the critic.
+
+    Returns ``(advantages [N], value loss or None, metric sums)``.
+    """
+    if critic is not None:
+        rewards = _per_token(critic.token_rewards, idx, batch)
+        rewards = rewards if penalty is None else rewards + penalty
+        adv, vloss, vm = _critic_advantages(critic, captured[-1], rewards, batch, mb, total)
+        n = batch.num_tokens
+        sums = {"value_clip_fraction": vm["value_clip_fraction"] * n,
+                "explained_variance": vm["explained_variance"] * n,
+                "value_loss": vloss.item(), "value_mean": vm["value_mean"]}
+        return adv, vloss, sums
+    adv = _per_token(advantages, idx, batch)
+    if penalty is not None:
+        adv = adv + discounted_returns(_dense(penalty, batch), batch.target_mask, gamma=gamma)[batch.target_mask].float()
+    return adv, None, {}
+
+
 _SUMS = ("kl", "clip_fraction", "ratio_mean", "entropy", "logprob_diff", "value_loss", "value_clip_fraction",
          "explained_variance", "value_mean")
 
@@ -247,20 +267,9 @@ def policy_gradient_update(
                 ref_logprobs, _ = score(ref_model, batch, temperature=temperature)
             kl = kl_fn(logprobs, ref_logprobs)
         penalty = -kl_coef * kl.detach() if kl_mode == "reward" and kl_coef > 0 else None
-        vloss = None
-        if critic is not None:
-            rewards = _per_token(critic.token_rewards, idx, batch)
-            rewards = rewards if penalty is None else rewards + penalty
-            adv, vloss, vm = _critic_advantages(critic, captured[-1], rewards, batch, mb, total)
-            for k in ("value_clip_fraction", "explained_variance"):
-                sums[k] += vm[k] * n
-            sums["value_loss"] += vloss.item()
-            sums["value_mean"] += vm["value_mean"]
-        else:
-            adv = _per_token(advantages, idx, batch)
-            if penalty is not None:
-                adv = adv + discounted_returns(_dense(penalty, batch), batch.target_mask, gamma=gamma)[
-                    batch.target_mask].float()
+        adv, vloss, vm = _advantages(advantages, critic, captured, penalty, idx, batch, mb, gamma, total)
+        for k, v in vm.items():
+            sums[k] += v
         weights = seq_weights.to(logprobs.device)[torch.as_tensor(idx, device=logprobs.device)][batch.rows]
         loss, m = ppo_clip_loss(logprobs, batch.old_logprobs, adv.to(logprobs.device), weights,
                                 clip_eps_low=clip_eps_low, clip_eps_high=clip_eps_high, normalizer=1.0,
@@ -281,7 +290,7 @@ def policy_gradient_update(
     keys = _SUMS if critic is not None else _SUMS[:5]
     out.update({f"train/{k}": sums[k] / total for k in keys})
     if critic is not None:
-        out["train/value_loss"] = sums["value_loss"]
+        out["train/value_loss"] = sums["value_loss"]  # already normalised by the step's tokens
         _finish_step(critic.head, critic.optimizer, critic.max_grad_norm)
     out.update({"train/grad_norm": grad_norm, "train/tokens": float(total)})
     return out
