@@ -130,7 +130,7 @@ def test_critic_update_does_not_depend_on_the_micro_batch_size(tiny_model_dir, t
         head = ValueModel(hidden_size(model), lr=1e-2)
         with torch.no_grad():
             head.head.linear.weight.normal_()  # non-zero values so GAE uses them
-        before = {k: v.clone() for k, v in model.named_parameters()}
+        before = {k: v.detach().clone() for k, v in model.named_parameters()}
         critic = CriticSetup(head.head, head.optimizer, rewards, gamma=0.9, lam=0.8)
         policy_gradient_update(model, torch.optim.SGD(model.parameters(), lr=1.0), trajs, None,
                                micro_batch_size=mbs, critic=critic, max_grad_norm=0.0)
