@@ -37,6 +37,10 @@ class ModelConfig:
         lora_rank, lora_alpha, lora_dropout: LoRA hyper-parameters (Hu et al. 2021).
         gradient_checkpointing: trade compute for activation memory.
         num_threads: torch CPU threads (0 = torch's default).
+        sampler: rollout decoding backend: ``fast`` (:class:`~agentic_rl.policy.fast.FastPolicy`:
+            fused weights, slot KV cache, continuous batching; Llama models, else falls back) or
+            ``hf`` (:class:`~agentic_rl.policy.hf.HFPolicy`, plain transformers forward).
+        max_batch: most episodes decoded together by the ``fast`` sampler.
     """
 
     path: str = "default"
@@ -46,6 +50,12 @@ class ModelConfig:
     lora_dropout: float = 0.0
     gradient_checkpointing: bool = False
     num_threads: int = 0
+    sampler: str = "fast"
+    max_batch: int = 64
+
+    def __post_init__(self) -> None:
+        if self.sampler not in ("fast", "hf"):
+            raise ValueError(f"model.sampler must be one of fast, hf, got {self.sampler!r}")
 
 
 @dataclass(frozen=True)
@@ -248,7 +258,7 @@ _POSITIVE = {
     "algorithm.steps", "algorithm.tasks_per_step", "algorithm.group_size", "algorithm.micro_batch_size",
     "algorithm.lr", "warmup.num_demos", "warmup.epochs", "warmup.batch_size", "warmup.lr", "eval.size",
     "rollout.max_turns", "rollout.max_new_tokens", "rollout.max_total_tokens", "rollout.temperature",
-    "model.lora_rank", "checkpoint_every",
+    "model.lora_rank", "model.max_batch", "checkpoint_every",
 }
 _NON_NEGATIVE = {"algorithm.time_budget_s", "algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
                  "algorithm.value_clip", "algorithm.value_lr", "algorithm.std_eps", "algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads"}

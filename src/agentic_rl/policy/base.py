@@ -39,12 +39,16 @@ class GenerationRequest:
         episode_index: index of the episode in the rollout batch (scripted policies use it).
         cache_key: id unique to the episode; a policy may keep the episode's KV cache under it
             between turns (None: no reuse).
+        sample_seed: seed of this request's own random stream (see
+            :mod:`agentic_rl.policy.sampling`): the sampled tokens then do not depend on which
+            other requests share the batch. None: the policy's shared RNG.
     """
 
     context_ids: Sequence[int]
     max_new_tokens: int
     episode_index: int = 0
     cache_key: str | None = None
+    sample_seed: int | None = None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,11 @@ Rows are laid out as ``[left padding][past KV][left padding][new tokens]`` with 
 0 on padding and explicit position ids, so every row sees exactly its own context at positions
 0..len − 1; cached KV is stored compacted (padding removed), which is exact because rotary
 position embeddings are applied before caching. The log-probability recorded for each sampled
-token is log-softmax(logits / T) of the distribution it was drawn from, in float32.
+token is log-softmax(logits / T) of the distribution it was drawn from, in float32; draws
+follow :mod:`agentic_rl.policy.sampling` (per-request seeds when given).
+
+This is the simple, architecture-agnostic path; :class:`~agentic_rl.policy.fast.FastPolicy`
+is the fast one for Llama models and is tested against this one.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from agentic_rl.policy.base import Generation, GenerationRequest, SamplingParams
+from agentic_rl.policy.sampling import RowSampler, sample_tokens
 
 
 @dataclass
@@ -181,15 +186,12 @@ class HFPolicy:
         logps: list[list[float]] = [[] for _ in range(n)]
         finished = [False] * n
         alive = list(range(n))  # original index of each batch row
+        samplers = [RowSampler(r.sample_seed) for r in requests]
         while True:
-            logprobs = torch.log_softmax(logits.float() / sampling.temperature, dim=-1)
-            if sampling.greedy:
-                chosen = logprobs.argmax(dim=-1)
-            else:
-                chosen = torch.multinomial(logprobs.exp(), 1, generator=self.generator).squeeze(-1)
-            chosen_lp = logprobs.gather(-1, chosen[:, None]).squeeze(-1)
+            chosen_ids, chosen_lps = sample_tokens(logits, sampling, [samplers[o] for o in alive], self.generator)
+            chosen = torch.tensor(chosen_ids, device=device)
             keep = []
-            for row, (orig, tok, lp) in enumerate(zip(alive, chosen.tolist(), chosen_lp.tolist())):
+            for row, (orig, tok, lp) in enumerate(zip(alive, chosen_ids, chosen_lps)):
                 tokens[orig].append(tok)
                 logps[orig].append(lp)
                 if tok == self.eos_token_id:

@@ -10,6 +10,19 @@ For a batch of episodes (typically G seeds-alike per task times B tasks), the en
    that span once, and appends it (mask 0);
 5. repeats until every episode has ended, by termination or by a budget.
 
+Two schedules, same trajectories:
+
+* **continuous** (a policy with ``open_stream``, e.g. :class:`~agentic_rl.policy.fast.FastPolicy`):
+  the engine drives the decode stream token by token. An episode whose turn ends leaves the
+  batch at once; its env step runs on a worker thread while the others keep decoding (torch
+  releases the GIL in its kernels), and its next turn joins the batch as soon as the step
+  returns. No episode waits for the slowest turn of the batch.
+* **turn-synchronous** (any other policy): one ``generate`` call per turn for every live
+  episode, then every env step.
+
+With ``sample_seed`` set, each request carries a seed derived from (sample_seed, episode index,
+turn), so the sampled tokens do not depend on the schedule or on batch composition.
+
 The trajectory's token stream is exactly what the model was fed and what it sampled; training
 never re-tokenizes decoded text (DESIGN.md, decision 1). Budgets: ``max_turns`` policy turns,
 ``max_new_tokens`` sampled per turn, ``max_total_tokens`` for the whole token stream. An env
@@ -19,10 +32,12 @@ the batch.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +101,8 @@ def run_episodes(
     config: RolloutConfig,
     *,
     greedy: bool = False,
+    sample_seed: int | None = None,
+    env_workers: int = 4,
 ) -> list[Trajectory]:
     """Run one episode per env to the end and return their (unscored) trajectories, in order.
 
@@ -97,6 +114,10 @@ def run_episodes(
         group_ids: group id of each episode (episodes of one task share it).
         config: budgets and temperature.
         greedy: argmax decoding (evaluation) instead of sampling.
+        sample_seed: makes sampling reproducible and independent of batching (see module
+            docstring); None uses the policy's RNG.
+        env_workers: threads running env steps during decoding (continuous schedule only;
+            0 runs them inline).
 
     Raises:
         ValueError: ``envs``, ``seeds`` and ``group_ids`` differ in length, or an env instance
@@ -111,22 +132,70 @@ def run_episodes(
     for ep in episodes:
         _start(ep, chat, config)
     sampling = SamplingParams(temperature=config.temperature, greedy=greedy)
-    while live := [i for i, ep in enumerate(episodes) if ep.stop is None]:
-        requests = [
-            GenerationRequest(
-                tuple(episodes[i].ids),
-                min(config.max_new_tokens, config.max_total_tokens - len(episodes[i].ids)),
-                episode_index=i,
-                cache_key=episodes[i].key,
-            )
-            for i in live
-        ]
-        for i, gen in zip(live, policy.generate(requests, sampling)):
-            ep = episodes[i]
-            ep.extend(gen.token_ids, 1, gen.logprobs)
-            _step(ep, chat, config, list(gen.token_ids), gen.finished)
+    if callable(getattr(policy, "open_stream", None)):
+        _run_continuous(policy, chat, episodes, config, sampling, sample_seed, env_workers)
+    else:
+        while live := [i for i, ep in enumerate(episodes) if ep.stop is None]:
+            requests = [_request(episodes[i], i, config, sample_seed) for i in live]
+            for i, gen in zip(live, policy.generate(requests, sampling)):
+                ep = episodes[i]
+                ep.extend(gen.token_ids, 1, gen.logprobs)
+                _step(ep, chat, config, list(gen.token_ids), gen.finished)
     elapsed = time.perf_counter() - started
     return [_finish(ep, elapsed / max(len(episodes), 1)) for ep in episodes]
+
+
+def _request(ep: _Episode, index: int, config: RolloutConfig, sample_seed: int | None) -> GenerationRequest:
+    turn = len(ep.turns)
+    seed = None
+    if sample_seed is not None:
+        digest = hashlib.blake2b(f"{sample_seed}:{index}:{turn}".encode(), digest_size=8).digest()
+        seed = int.from_bytes(digest, "little")
+    return GenerationRequest(
+        tuple(ep.ids),
+        min(config.max_new_tokens, config.max_total_tokens - len(ep.ids)),
+        episode_index=index,
+        cache_key=ep.key,
+        sample_seed=seed,
+    )
+
+
+def _run_continuous(policy, chat: ChatFormat, episodes: list[_Episode], config: RolloutConfig,
+                    sampling: SamplingParams, sample_seed: int | None, env_workers: int) -> None:
+    """Drive the policy's decode stream; env steps overlap decoding on worker threads."""
+    pool = ThreadPoolExecutor(max_workers=env_workers, thread_name_prefix="env-step") if env_workers > 0 else None
+    stepping: dict[Future, int] = {}
+    with policy.open_stream(sampling) as stream:
+        for i, ep in enumerate(episodes):
+            if ep.stop is None:
+                stream.submit(_request(ep, i, config, sample_seed))
+        try:
+            while stream.busy or stepping:
+                ready: list[int] = []
+                if stream.busy:
+                    for request, gen in stream.step():
+                        i = request.episode_index
+                        ep = episodes[i]
+                        ep.extend(gen.token_ids, 1, gen.logprobs)
+                        if pool is None:
+                            _step(ep, chat, config, list(gen.token_ids), gen.finished)
+                            ready.append(i)
+                        else:
+                            stepping[pool.submit(_step, ep, chat, config, list(gen.token_ids), gen.finished)] = i
+                if stepping:
+                    done, _ = wait(list(stepping), timeout=0 if stream.busy else None, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        ready.append(stepping.pop(future))
+                        future.result()  # _step handles env errors itself; anything else is a bug
+                for i in sorted(ready):
+                    ep = episodes[i]
+                    if ep.stop is None:
+                        stream.submit(_request(ep, i, config, sample_seed))
+                    else:
+                        stream.release(ep.key)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
 
 
 def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:

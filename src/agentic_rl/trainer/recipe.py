@@ -35,7 +35,7 @@ import torch
 from agentic_rl.config import TrainConfig, load_config, save_config
 from agentic_rl.envs import accepts, make
 from agentic_rl.policy.chat import ChatFormat
-from agentic_rl.policy.hf import HFPolicy
+from agentic_rl.policy.fast import make_policy
 from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
@@ -70,7 +70,7 @@ class Run:
     model: Any
     tokenizer: Any
     chat: ChatFormat
-    policy: HFPolicy
+    policy: Any  # FastPolicy or HFPolicy (model.sampler)
     sampler: torch.Generator
     metrics: MetricsLog
     store: TrajectoryStore
@@ -131,7 +131,8 @@ def setup(config: TrainConfig, run_dir: Path) -> Run:
         model.gradient_checkpointing_enable()
     chat = ChatFormat(tokenizer)
     sampler = torch.Generator().manual_seed(config.seed)
-    policy = HFPolicy(model, chat.eos_token_id, tokenizer.pad_token_id, generator=sampler)
+    policy = make_policy(model, chat.eos_token_id, tokenizer.pad_token_id, generator=sampler,
+                         fast=config.model.sampler == "fast", max_batch=config.model.max_batch)
     return Run(
         config, run_dir, model, tokenizer, chat, policy, sampler,
         run_metrics_log(run_dir, tensorboard=config.tracking.tensorboard), TrajectoryStore(run_dir / RUN_STORE_DIRNAME), [], {},
@@ -187,6 +188,7 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
     started = time.perf_counter()
     seeds = range(cfg.eval.seed_start, cfg.eval.seed_start + cfg.eval.size)
     metrics, trajectories = evaluate(run.policy, run.chat, cfg.env.id, env_kwargs(run), seeds, cfg.rollout, cfg.reward)
+    run.policy.clear_cache()
     row = {"phase": "eval", "tag": tag, "rl_step": rl_step, "step": rl_step, **metrics,
            "perf/eval_seconds": time.perf_counter() - started}
     run.metrics.write(row)
@@ -294,7 +296,10 @@ def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: An
     task_seeds = [cfg.env.train_seed_start + step * alg.tasks_per_step + j for j in range(alg.tasks_per_step)]
     seeds = [s for s in task_seeds for _ in range(alg.group_size)]
     envs = [make(cfg.env.id, **env_kwargs(run)) for _ in seeds]
-    trajectories = run_episodes(run.policy, run.chat, envs, seeds, [f"rl-{step}-{s}" for s in seeds], cfg.rollout)
+    # per-episode sampling seeds: the same step samples the same tokens after a resume
+    trajectories = run_episodes(run.policy, run.chat, envs, seeds, [f"rl-{step}-{s}" for s in seeds], cfg.rollout,
+                                sample_seed=cfg.seed * 1_000_003 + step)
+    run.policy.clear_cache()  # the step's episodes are over: free their KV before the update
     rubric = envs[0].rubric(cfg.reward)
     trajectories = [rubric.apply(t) for t in trajectories]
     t_rollout = time.perf_counter() - t0

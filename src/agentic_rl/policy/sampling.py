@@ -1,0 +1,74 @@
+"""Token sampling shared by every torch policy: one distribution, recorded logprobs, seeded rows.
+
+``sample_tokens`` draws one token per row from softmax(logits / T) and returns the token with
+its log-probability under that very distribution (float32), so importance ratios against the
+trainer's logprobs are exact up to float error.
+
+Randomness is per row, not per batch: a row whose request carries a ``sample_seed`` draws its
+noise from its own ``torch.Generator``. The token is chosen by the exponential race (the
+Gumbel-max trick in multiplicative form): ``argmax_i p_i / E_i`` with ``E_i ~ Exp(1)`` i.i.d.,
+which selects token i with probability exactly p_i (Gumbel 1954; see e.g. Huijben et al. 2022,
+"A Review of the Gumbel-max Trick"). Which other rows share the batch, in which order, or
+whether the row is decoded alone then changes nothing: the continuous-batching decoder and the
+simple turn-by-turn path produce the same tokens for the same seeds. Unlike inverse-CDF
+sampling, the choice is insensitive to float error in the logits except when two tokens' races
+tie within that error. Rows without a seed draw from the policy's ``torch.Generator`` (or the
+global RNG).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from agentic_rl.policy.base import SamplingParams
+
+__all__ = ["RowSampler", "sample_tokens"]
+
+
+class RowSampler:
+    """The noise stream of one row: a seeded ``torch.Generator``, or None (use the shared RNG)."""
+
+    __slots__ = ("rng",)
+
+    def __init__(self, seed: int | None) -> None:
+        self.rng = torch.Generator().manual_seed(seed % 2**63) if seed is not None else None
+
+
+def sample_tokens(
+    logits: torch.Tensor,
+    sampling: SamplingParams,
+    rows: Sequence[RowSampler],
+    generator: torch.Generator | None = None,
+) -> tuple[list[int], list[float]]:
+    """Sample one token per row.
+
+    Args:
+        logits: ``[B, V]`` next-token logits (any float dtype; computed in float32).
+        sampling: temperature T and greedy flag.
+        rows: one :class:`RowSampler` per row (length B).
+        generator: torch RNG for rows without a seed.
+
+    Returns:
+        ``(tokens, logprobs)``: B token ids and their log-softmax(logits / T) values.
+
+    Raises:
+        ValueError: ``len(rows) != B``.
+    """
+    if len(rows) != logits.shape[0]:
+        raise ValueError(f"{len(rows)} row samplers for {logits.shape[0]} rows")
+    logprobs = torch.log_softmax(logits.float() / sampling.temperature, dim=-1)
+    if sampling.greedy:
+        chosen = logprobs.argmax(dim=-1)
+    else:
+        race = torch.empty_like(logprobs)
+        shared = [i for i, r in enumerate(rows) if r.rng is None]
+        for i, r in enumerate(rows):
+            if r.rng is not None:
+                race[i].exponential_(generator=r.rng)
+        if shared:
+            race[shared] = torch.empty((len(shared), logprobs.shape[-1])).exponential_(generator=generator)
+        chosen = (logprobs.exp() / race).argmax(dim=-1)
+    chosen_lp = logprobs.gather(-1, chosen[:, None]).squeeze(-1)
+    return chosen.tolist(), chosen_lp.tolist()
