@@ -17,6 +17,7 @@ horizon):
 ``ta-countdown-v0``        TextArena Countdown (a seeded, solvable target)
 ``ta-wordle-v0``           TextArena Wordle (needs NLTK corpora; fails at make time offline)
 ``ta-hangman-v0``          TextArena Hangman (needs the NLTK words corpus)
+``textworld-v0``           a generated TextWorld adventure per seed (extra ``textworld``)
 =========================  ==================================================================
 
 Other Gymnasium ids play through ``gym-v0`` (``make("gym-v0", gym_id="Blackjack-v1")``) or
@@ -37,6 +38,7 @@ from agentic_rl.envs.games.gym_games import CliffWalkingTextEnv, FrozenLakeTextE
 from agentic_rl.envs.games.rubric import TURN_REWARD, game_rubric
 from agentic_rl.envs.games.textarena_adapter import TextArenaEnv
 from agentic_rl.envs.games.textarena_games import GAMES
+from agentic_rl.envs.games.textworld_env import TextWorldEnv
 
 #: TextArena game -> registered id
 TEXTARENA_IDS = {
@@ -58,6 +60,7 @@ def register_game_envs(register: Callable[..., None]) -> None:
              is_slippery=True)
     register("taxi-v0", TaxiTextEnv, TaxiTextEnv.description)
     register("cliffwalking-v0", CliffWalkingTextEnv, CliffWalkingTextEnv.description)
+    register("textworld-v0", TextWorldEnv, TextWorldEnv.description + " (extra 'textworld')")
     register("gym-v0", gym_text_env, "Any Gymnasium env with discrete actions, by env.kwargs.gym_id "
              "(default CliffWalking-v1)")
     for game, env_id in TEXTARENA_IDS.items():
@@ -65,5 +68,5 @@ def register_game_envs(register: Callable[..., None]) -> None:
         register(env_id, TextArenaEnv, f"TextArena {game} (single player){needs}", game=game)
 
 
-__all__ = ["GymTextEnv", "FrozenLakeTextEnv", "TaxiTextEnv", "CliffWalkingTextEnv", "TextArenaEnv", "TURN_REWARD",
+__all__ = ["GymTextEnv", "FrozenLakeTextEnv", "TaxiTextEnv", "CliffWalkingTextEnv", "TextArenaEnv", "TextWorldEnv", "TURN_REWARD",
            "TEXTARENA_IDS", "game_rubric", "gym_text_env", "register_game_envs"]
