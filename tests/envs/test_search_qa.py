@@ -188,3 +188,12 @@ def test_injected_tools_are_not_offered(env):
     obs, _ = env.reset(seed=0)
     assert not any(name in obs.messages[0].content for name in INJECTED_TOOLS)
     assert {t["name"] for t in obs.tools} == {"search", "open"}
+
+
+def test_passes_check_env():
+    from agentic_rl.envs.checker import check_env
+
+    # one seed per question kind: every kind's oracle succeeds
+    report = check_env("search-qa-v0", seeds=range(len(QUESTION_KINDS)))
+    assert report.oracle_success == 1.0
+    assert check_env("search-qa-v0", seeds=[0, 1], env_kwargs={"world_seed": 7, "injection_rate": 1.0}).oracle_success == 1.0

@@ -41,7 +41,8 @@ Reward (rubric)
     ``denied_calls``, ``sandbox_limit_hits``, ``outside_workspace_attempts``. ``step`` returns
     the outcome on the final step and 0 before.
 Termination
-    terminated = submitted. Never truncates (turn/token budgets are the rollout engine's).
+    terminated = submitted. Never truncates (turn/token budgets are the rollout engine's;
+    ``agentic-rl train --env code-repair-v0`` uses 4 turns of up to 768 tokens, 3072 in all).
 Difficulty knobs
     ``bug_kinds`` (subset of the four kinds), ``test_timeout_s`` (visible and hidden test
     wall-clock limit), ``sandbox_backend`` (``bwrap`` or ``unsafe_local``).
@@ -151,6 +152,10 @@ class CodeRepairEnv(Env):
     """
 
     description = "Fix a seeded bug in a HumanEval function with file tools and visible tests; hidden tests grade"
+    #: budgets of ``agentic-rl train --env code-repair-v0`` (the oracle's reply that writes the fixed
+    #: solution.py is up to ~740 tokens, the first prompt up to ~830, SmolLM2 tokenizer)
+    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 4, "rollout.max_new_tokens": 768,
+                                        "rollout.max_total_tokens": 3072}
 
     def __init__(self, bug_kinds: tuple[str, ...] | list[str] = BUG_KINDS, test_timeout_s: float = 10.0,
                  sandbox_backend: str = "bwrap", permissions: dict[str, Any] | None = None,

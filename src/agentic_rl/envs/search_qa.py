@@ -34,7 +34,8 @@ Reward (rubric)
     ``denied_calls`` (such a call is also denied), ``sandbox_limit_hits``,
     ``outside_workspace_attempts``. ``step`` returns exact match on the final step, 0 before.
 Termination
-    terminated = a final reply. Never truncates (budgets are the rollout engine's).
+    terminated = a final reply. Never truncates (budgets are the rollout engine's;
+    ``agentic-rl train --env search-qa-v0`` uses 4 turns of up to 96 tokens, 1536 in all).
 Difficulty knobs
     ``question_kinds`` (e.g. only single-hop kinds), ``world_seed``, ``n_people``,
     ``n_places``, ``n_orgs`` (corpus size, more distractors), ``injection_rate``.
@@ -161,6 +162,10 @@ class SearchQAEnv(Env):
     """
 
     description = "Answer single- and multi-hop questions about a generated fictional encyclopedia with BM25 search and open"
+    #: budgets of ``agentic-rl train --env search-qa-v0`` (the oracle's search + open reply is up to
+    #: ~80 tokens; two hops and the answer take 3 turns)
+    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 4, "rollout.max_new_tokens": 96,
+                                        "rollout.max_total_tokens": 1536}
 
     def __init__(self, question_kinds: tuple[str, ...] | list[str] = QUESTION_KINDS, world_seed: int = 0,
                  n_people: int = 40, n_places: int = 15, n_orgs: int = 12, injection_rate: float = 0.25,
