@@ -111,6 +111,9 @@ class MemoryRecallEnv(Env):
 
     description = ("Remember a customer's profile across sessions whose history is wiped, "
                    "using memory tools (write/search/update/delete)")
+    #: ``train --env memory-recall-v0`` budgets: the oracle's longest reply (one memory_write
+    #: with the whole profile) takes up to 48 tokens with 3 facts; leave a margin
+    recipe_overrides: dict[str, Any] = {"rollout.max_new_tokens": 64}
 
     def __init__(self, levels: Sequence[str] = ("recall",), num_facts: int = 3, num_questions: int = 1,
                  memory: bool = True, memory_path: str | None = None, scope: str = "episode",
@@ -269,7 +272,7 @@ class MemoryRecallEnv(Env):
         found = "\n".join(m.content for m in self._session_messages if m.role == "tool")
         searched = any(m.role == "tool" for m in self._session_messages)
         if kind == "reveal" and "memory_write" in self.tools:
-            text = f"{task.customer}: " + "; ".join(f"{FACTS[k][0]} {v}" for k, v in task.profile)
+            text = f"{task.customer}: " + "; ".join(f"{k} {v}" for k, v in task.profile)  # short keys: fewer tokens
             return _call("memory_write", {"text": text})
         if kind == "reveal":
             return "Noted."
