@@ -161,6 +161,9 @@ class AlgorithmConfig:
         max_grad_norm: gradient clipping (0 = off).
         skip_zero_advantage: drop trajectories whose advantages are all exactly 0 from the
             update (they carry no policy gradient; with kl_coef > 0 or ppo they are kept).
+        ppo_epochs: optimizer steps on each batch of rollouts (PPO epochs). Later epochs reuse
+            the first pass's advantages (and, for ``ppo``, its values as V_old, so the value
+            clip is active); the ratio ρ then moves away from 1 and the PPO clip bites.
         time_budget_s: stop RL once its steps (rollouts + updates, evals excluded) have taken
             this many seconds in this process, even before ``steps``; 0 = no time limit. For
             equal wall-clock comparisons of algorithms.
@@ -192,6 +195,7 @@ class AlgorithmConfig:
     value_lr: float = 1e-3
     value_clip: float = 0.2
     time_budget_s: float = 0.0
+    ppo_epochs: int = 1
 
     def __post_init__(self) -> None:
         choices = {"std_scope": ("group", "batch"), "kl_estimator": ("k1", "k2", "k3"),
@@ -255,7 +259,7 @@ class TrainConfig:
 
 
 _POSITIVE = {
-    "algorithm.steps", "algorithm.tasks_per_step", "algorithm.group_size", "algorithm.micro_batch_size",
+    "algorithm.steps", "algorithm.ppo_epochs", "algorithm.tasks_per_step", "algorithm.group_size", "algorithm.micro_batch_size",
     "algorithm.lr", "warmup.num_demos", "warmup.epochs", "warmup.batch_size", "warmup.lr", "eval.size",
     "rollout.max_turns", "rollout.max_new_tokens", "rollout.max_total_tokens", "rollout.temperature",
     "model.lora_rank", "model.max_batch", "checkpoint_every",

@@ -145,3 +145,21 @@ def test_credit_and_update_on_the_tiny_model(name, tiny_model_dir, tmp_path):
         # V ≡ 0 at the start, γ = 1, λ = .95: GAE advantages of the last token = its reward R
         assert view[id(trajs[0])]["advantages"]["token"][11] == pytest.approx(1.0)
         assert critic.head.linear.bias.item() != 0.0  # the value head took a step
+
+
+@pytest.mark.parametrize("name", ["grpo", "ppo"])
+def test_second_ppo_epoch_reuses_the_first_pass(name, tiny_model_dir, tmp_path):
+    """ppo_epochs = 2: the second step sees a moved policy (ρ ≠ 1) with the first pass's advantages
+    (and, for ppo, the first pass's values as V_old; the clipping itself: test_update_credit)."""
+    from agentic_rl.policy.model_loading import load_model
+    from agentic_rl.trainer.critic import ValueModel, hidden_size
+    from agentic_rl.trainer.recipe import Run, _credit_and_update
+
+    model = load_model(tiny_model_dir)
+    config = TrainConfig(algorithm=AlgorithmConfig(name=name, micro_batch_size=3, ppo_epochs=2, value_clip=0.01))
+    critic = ValueModel(hidden_size(model), 0.5) if name == "ppo" else None
+    run = Run(config, tmp_path, model, None, None, None, None, None, None, [], {}, critic)
+    stats, view = _credit_and_update(run, torch.optim.SGD(model.parameters(), lr=1.0), None, _batch())
+    assert abs(stats["train/ratio_mean"] - 1.0) > 1e-4 and math.isfinite(stats["train/loss"])
+    if name == "ppo":
+        assert math.isfinite(stats["train/value_loss"]) and "train/value_clip_fraction" in stats

@@ -138,3 +138,19 @@ def test_critic_update_does_not_depend_on_the_micro_batch_size(tiny_model_dir, t
     assert max(float(u.abs().max()) for u in updates[0].values()) > 1e-5
     for k in updates[0]:
         torch.testing.assert_close(updates[0][k], updates[1][k], atol=1e-5, rtol=0, msg=k)
+
+
+def test_later_epoch_clips_the_value_loss_around_old_values(model, trajs):
+    """old_values given (a later PPO epoch): R = A + V_old. Head V ≡ 0, V_old = −1, A = 1 → R = 0:
+    unclipped (0 − 0)² = 0; clipped V = −1 + clip(0 − (−1), ±.2) = −.8 → (−.8)² = .64, the max:
+    loss ½·.64 = .32 on every token, all clipped, and the head gets no gradient (clamp saturated)."""
+    head = ValueModel(hidden_size(model), lr=1.0)
+    old = [[-1.0] * len(t.token_ids) for t in trajs]
+    critic = CriticSetup(head.head, head.optimizer, [[0.0] * len(t.token_ids) for t in trajs], clip_eps=0.2,
+                         old_values=old)
+    used = []
+    stats = policy_gradient_update(model, _sgd(model), trajs, [1.0, 1.0], micro_batch_size=2, critic=critic,
+                                   advantages_out=used)
+    assert stats["train/value_loss"] == pytest.approx(0.32, abs=1e-6)
+    assert stats["train/value_clip_fraction"] == pytest.approx(1.0)
+    assert head.head.linear.bias.item() == 0.0 and used[0][10:] == [1.0] * 6

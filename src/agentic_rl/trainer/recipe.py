@@ -265,19 +265,25 @@ def _credit_and_update(run: Run, optimizer: torch.optim.Optimizer, ref_model: An
             or nonzero(credit.advantages[i])]
     stats: dict[str, float] = {"train/trajectories": float(len(keep))}
     used: list[list[float]] = []
-    if keep:
+    values: list[list[float]] = []
+    for epoch in range(alg.ppo_epochs if keep else 0):
+        first = epoch == 0
         critic = None
         if uses_critic:
             critic = CriticSetup(run.critic.head, run.critic.optimizer, [credit.token_rewards[i] for i in keep],
                                  gamma=alg.gamma, lam=alg.lam, clip_eps=alg.value_clip or None,
-                                 max_grad_norm=alg.max_grad_norm)
+                                 max_grad_norm=alg.max_grad_norm, old_values=None if first else values)
+        given = [credit.advantages[i] for i in keep] if not uses_critic else None
         stats.update(policy_gradient_update(
-            run.model, optimizer, [valid[i] for i in keep], None if uses_critic else [credit.advantages[i] for i in keep],
+            run.model, optimizer, [valid[i] for i in keep], given if first else [list(a) for a in used],
             micro_batch_size=alg.micro_batch_size, clip_eps_low=alg.clip_eps_low, clip_eps_high=alg.clip_eps_high,
-            dual_clip=alg.dual_clip or None, kl_coef=alg.kl_coef, kl_estimator=alg.kl_estimator, kl_mode=alg.kl_mode,
-            ref_model=ref_model, temperature=cfg.rollout.temperature, max_grad_norm=alg.max_grad_norm,
-            loss_agg=alg.loss_agg, loss_norm_constant=alg.loss_norm_constant or cfg.rollout.max_turns * cfg.rollout.max_new_tokens,
-            gamma=alg.gamma, critic=critic, advantages_out=used,
+            dual_clip=alg.dual_clip or None, kl_estimator=alg.kl_estimator, kl_mode=alg.kl_mode,
+            # a KL reward penalty is already inside the first epoch's advantages
+            kl_coef=alg.kl_coef if first or alg.kl_mode == "loss" else 0.0, ref_model=ref_model,
+            temperature=cfg.rollout.temperature, max_grad_norm=alg.max_grad_norm, loss_agg=alg.loss_agg,
+            loss_norm_constant=alg.loss_norm_constant or cfg.rollout.max_turns * cfg.rollout.max_new_tokens,
+            gamma=alg.gamma, critic=critic, advantages_out=used if first else None,
+            values_out=values if first else None,
         ))
     tokens_of = dict(zip(keep, used))
     view = {}

@@ -59,6 +59,10 @@ class CriticSetup:
         gamma, lam: GAE's γ and λ over the sampled tokens (tool-output spans are skipped).
         clip_eps: clip range of the value loss (None = unclipped).
         max_grad_norm: gradient clipping of the head (0 = off).
+        old_values: for a later PPO epoch over the same batch: per trajectory, the token-aligned
+            values V_old of the first pass (``values_out``). Then the given ``advantages`` (those
+            of the first pass) are used as they are, the value targets are R = A + V_old, and the
+            value loss is clipped around V_old; ``token_rewards`` are not read.
     """
 
     head: ValueHead
@@ -68,6 +72,7 @@ class CriticSetup:
     lam: float = 0.95
     clip_eps: float | None = 0.2
     max_grad_norm: float = 1.0
+    old_values: Sequence[Sequence[float]] | None = None
 
 
 def _chunks(items: Sequence, size: int):
@@ -137,53 +142,59 @@ def _check_inputs(trajectories, advantages, critic, kl_coef, kl_mode, ref_model)
         raise ValueError(f"kl_mode must be 'loss' or 'reward', got {kl_mode!r}")
     if kl_coef > 0 and ref_model is None:
         raise ValueError("kl_coef > 0 needs a reference model")
-    if critic is None and advantages is None:
+    fresh_critic = critic is not None and critic.old_values is None
+    if advantages is None and not fresh_critic:
         raise ValueError("policy_gradient_update needs advantages or a critic")
-    per_traj = critic.token_rewards if critic is not None else advantages
+    per_traj = critic.token_rewards if fresh_critic else advantages
     if len(per_traj) != len(trajectories):
-        raise ValueError("one advantage per trajectory is required" if critic is None
-                         else "critic.token_rewards needs one list per trajectory")
+        raise ValueError("critic.token_rewards needs one list per trajectory" if fresh_critic
+                         else "one advantage per trajectory is required")
+    if critic is not None and critic.old_values is not None and len(critic.old_values) != len(trajectories):
+        raise ValueError("critic.old_values needs one list per trajectory")
     for t, a in zip(trajectories, per_traj):
         if not isinstance(a, (int, float)) and len(a) != len(t.token_ids):
             raise ValueError(f"trajectory {t.trajectory_id}: {len(a)} token advantages/rewards for "
                              f"{len(t.token_ids)} tokens")
 
 
-def _critic_advantages(critic: CriticSetup, hidden: Tensor, rewards: Tensor, batch: PackedBatch,
-                       trajs: Sequence[Trajectory], total: int) -> tuple[Tensor, Tensor, dict[str, float]]:
-    """GAE advantages [N] from the value head on this pass's hidden states, plus its value loss."""
-    values = critic.head(hidden)  # [N] with grad to the head only
+def _gae(critic: CriticSetup, values: Tensor, rewards: Tensor, batch: PackedBatch,
+         trajs: Sequence[Trajectory]) -> tuple[Tensor, Tensor]:
+    """GAE advantages and λ-returns [N] over each row's trained tokens, from values [N]."""
     v_dense = _dense(values, batch)
     mask = batch.target_mask
     last = mask.shape[1] - 1 - mask.flip(1).long().argmax(dim=1)  # each row's last trained position
     boot = v_dense[torch.arange(mask.shape[0], device=mask.device), last]  # V at the last step (truncation)
     adv, returns = gae_advantages(_dense(rewards, batch), v_dense, mask, gamma=critic.gamma, lam=critic.lam,
                                   terminated=[t.terminated for t in trajs], bootstrap_values=boot)
-    returns = returns[mask].to(values.device)
-    vloss, vm = value_loss(values, values.detach(), returns, torch.ones_like(values),
-                           clip_eps=critic.clip_eps, normalizer=total)
-    vm["value_mean"] = float(values.detach().sum())
-    return adv[mask].float(), vloss, vm
+    return adv[mask].float().to(values.device), returns[mask].float().to(values.device)
 
 
 def _advantages(advantages, critic, captured, penalty, idx, batch, mb, gamma: float, total: int):
     """[N] advantages of a micro-batch: given (plus the KL penalty's return), or GAE from the critic.
 
-    Returns ``(advantages [N], value loss or None, metric sums)``.
+    Returns ``(advantages [N], values [N] or None, value loss or None, metric sums)``.
     """
-    if critic is not None:
+    if critic is None:
+        adv = _per_token(advantages, idx, batch)
+        if penalty is not None:
+            adv = adv + discounted_returns(_dense(penalty, batch), batch.target_mask, gamma=gamma)[
+                batch.target_mask].float()
+        return adv, None, None, {}
+    values = critic.head(captured[-1])  # [N], grad to the head only
+    if critic.old_values is None:  # first pass: GAE from this pass's values
         rewards = _per_token(critic.token_rewards, idx, batch)
         rewards = rewards if penalty is None else rewards + penalty
-        adv, vloss, vm = _critic_advantages(critic, captured[-1], rewards, batch, mb, total)
-        n = batch.num_tokens
-        sums = {"value_clip_fraction": vm["value_clip_fraction"] * n,
-                "explained_variance": vm["explained_variance"] * n,
-                "value_loss": vloss.item(), "value_mean": vm["value_mean"]}
-        return adv, vloss, sums
-    adv = _per_token(advantages, idx, batch)
-    if penalty is not None:
-        adv = adv + discounted_returns(_dense(penalty, batch), batch.target_mask, gamma=gamma)[batch.target_mask].float()
-    return adv, None, {}
+        adv, returns = _gae(critic, values.detach(), rewards, batch, mb)
+        old = values.detach()
+    else:  # later epoch: the first pass's advantages and values
+        adv = _per_token(advantages, idx, batch).to(values.device)
+        old = _per_token(critic.old_values, idx, batch).to(values.device)
+        returns = adv + old
+    vloss, vm = value_loss(values, old, returns, torch.ones_like(values), clip_eps=critic.clip_eps, normalizer=total)
+    n = batch.num_tokens
+    sums = {"value_clip_fraction": vm["value_clip_fraction"] * n, "explained_variance": vm["explained_variance"] * n,
+            "value_loss": vloss.item(), "value_mean": float(values.detach().sum())}
+    return adv, values.detach(), vloss, sums
 
 
 _SUMS = ("kl", "clip_fraction", "ratio_mean", "entropy", "logprob_diff", "value_loss", "value_clip_fraction",
@@ -211,6 +222,7 @@ def policy_gradient_update(
     gamma: float = 1.0,
     critic: CriticSetup | None = None,
     advantages_out: list | None = None,
+    values_out: list | None = None,
 ) -> dict[str, float]:
     """One PPO-clip step on ``trajectories``.
 
@@ -228,6 +240,8 @@ def policy_gradient_update(
         critic: PPO's value head and token rewards; advantages then come from GAE in this pass.
         advantages_out: if a list is given, it is filled with one token-aligned list of length T
             per trajectory: the advantages actually used (0 at untrained tokens).
+        values_out: likewise, the value head's V at each trained token (with a critic), to pass
+            as ``CriticSetup.old_values`` to a later epoch over the same batch.
 
     Returns:
         metrics ``train/loss``, ``train/kl`` (mean per token of the chosen estimator; 0 without
@@ -250,8 +264,9 @@ def policy_gradient_update(
     model.train()
     sums = dict.fromkeys(_SUMS, 0.0)
     sums.update(loss=0.0, advantage=0.0)
-    if advantages_out is not None:
-        advantages_out[:] = [[0.0] * len(t.token_ids) for t in trajectories]
+    for out in (advantages_out, values_out):
+        if out is not None:
+            out[:] = [[0.0] * len(t.token_ids) for t in trajectories]
     order = sorted(range(len(trajectories)), key=lambda i: len(trajectories[i].token_ids))  # less padding
     for idx in _chunks(order, micro_batch_size):
         mb = [trajectories[i] for i in idx]
@@ -267,7 +282,7 @@ def policy_gradient_update(
                 ref_logprobs, _ = score(ref_model, batch, temperature=temperature)
             kl = kl_fn(logprobs, ref_logprobs)
         penalty = -kl_coef * kl.detach() if kl_mode == "reward" and kl_coef > 0 else None
-        adv, vloss, vm = _advantages(advantages, critic, captured, penalty, idx, batch, mb, gamma, total)
+        adv, values, vloss, vm = _advantages(advantages, critic, captured, penalty, idx, batch, mb, gamma, total)
         for k, v in vm.items():
             sums[k] += v
         weights = seq_weights.to(logprobs.device)[torch.as_tensor(idx, device=logprobs.device)][batch.rows]
@@ -278,6 +293,8 @@ def policy_gradient_update(
             loss = loss + kl_coef * (kl * weights).sum()
         (loss if vloss is None else loss + vloss).backward()
         _record_advantages(advantages_out, idx, adv, batch)
+        if values is not None:
+            _record_advantages(values_out, idx, values, batch)
         sums["loss"] += loss.item()
         sums["kl"] += float(kl.detach().sum())
         sums["clip_fraction"] += m["clip_fraction"] * n
