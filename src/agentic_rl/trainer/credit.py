@@ -27,8 +27,8 @@ rewards (an env's ``Turn.info["process_reward"]``, else the tool-health signal).
 Notes: every member of a group acts on the same first observation, so GiGPO's turn-0 step
 group is the whole group (with γ = 1 its step advantage then equals the episode one); the
 GiGPO paper uses γ = 0.95 (``algorithm.gamma``), which also prefers shorter successes.
-``ppo`` takes one optimizer step per batch, so its value clipping is inactive (V_old = V of
-the same pass); the clipped loss matters only when a head's old predictions are reused.
+With ``ppo_epochs = 1`` (the default) ``ppo``'s value clip is inactive (V_old = V of the same
+pass); with more epochs the later ones clip around the first pass's values.
 """
 
 from __future__ import annotations
