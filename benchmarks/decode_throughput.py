@@ -58,9 +58,10 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model", default="default", help="default (SmolLM2), a HF model dir or a .gguf file")
     args = parser.parse_args()
 
-    model_dir = resolve_model_dir("default")
+    model_dir = resolve_model_dir(args.model)
     model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
     model.eval()
     chat = ChatFormat(tokenizer)
