@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import re
 import string
 import uuid
@@ -126,6 +127,7 @@ class _Index:
             raise EnvUnavailableError("search-qa-v0 needs the bm25s package: "
                                       "pip install 'agentic-rl[envs]' (or bm25s==0.3.16)") from None
 
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its own logger to DEBUG on import
         self.world = world
         self.retriever = bm25s.BM25()
         corpus = [f"{d.title}. {d.text}" for d in world.documents]
