@@ -62,7 +62,10 @@ import ast
 import dataclasses
 import hashlib
 import json
+import os
+import stat
 import uuid
+from pathlib import Path
 from typing import Any
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
@@ -131,11 +134,18 @@ def exit_calls(source: str) -> list[str]:
     return [text for _, text in sorted(found)]
 
 
-def _sha256(path: Any) -> str | None:
+def _sha256(path: Path, limit: int = 1 << 20) -> str | None:
+    """SHA-256 of a regular file of at most ``limit`` bytes; None for anything else (missing, a
+    symbolic link, a FIFO or device the sandboxed code swapped in, too large). Never raises."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return hashlib.sha256(f.read(limit + 1)).hexdigest()
 
 
 class CodeRepairEnv(Env):
