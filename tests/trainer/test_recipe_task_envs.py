@@ -1,0 +1,53 @@
+"""``agentic-rl train --env ID`` with the default recipe on code-repair-v0 and search-qa-v0: a
+2-step smoke run each with the tiny random Llama (oracle warm-up within the env's budgets,
+evaluation, GRPO updates, audited tool calls)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from agentic_rl.cli import env_overrides, main
+from agentic_rl.config import load_config
+from agentic_rl.tools.sandbox import bwrap_available
+from agentic_rl.trainer.run_dir import MetricsLog
+
+SMOKE = [
+    "model.num_threads=1",
+    "warmup.num_demos=2",
+    "warmup.batch_size=2",
+    "algorithm.steps=2",
+    "algorithm.tasks_per_step=2",
+    "algorithm.group_size=2",
+    "eval.size=2",
+    "eval.base=false",
+]
+
+
+def test_env_budgets_fit_the_oracles():
+    config = load_config(None, env_overrides("code-repair-v0", []))
+    assert config.rollout.max_new_tokens == 768 and config.warmup.env_kwargs == {}
+    assert load_config(None, env_overrides("search-qa-v0", [])).rollout.max_turns == 4
+
+
+@pytest.mark.parametrize("env_id, outcome", [
+    pytest.param("code-repair-v0", "hidden_tests_pass",
+                 marks=pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap")),
+    ("search-qa-v0", "exact_match"),
+])
+def test_train_env_two_step_smoke_run(env_id, outcome, tiny_model_dir, tmp_path):
+    argv = ["train", "--env", env_id]
+    for item in [f"model.path='{tiny_model_dir}'", f"output_dir='{tmp_path}'", *SMOKE]:
+        argv += ["--set", item]
+    assert main(argv) == 0
+    run_dir = next(p for p in Path(tmp_path).iterdir() if p.is_dir())
+    rows = MetricsLog(run_dir / "metrics.jsonl").rows()
+    warmup = [r for r in rows if r["phase"] == "warmup"]
+    assert warmup and all(math.isfinite(r["train/loss"]) for r in warmup)  # the oracle's demos fit the budgets
+    rl = [r for r in rows if r["phase"] == "rl"]
+    assert [r["rl_step"] for r in rl] == [1, 2]
+    for r in rl:
+        assert r["rollout/failed"] == 0.0 and f"rollout/reward/{outcome}" in r
+    assert '"decision": "allow"' in (run_dir / "audit.jsonl").read_text()  # the oracle's calls were audited
