@@ -47,3 +47,12 @@ def test_cli_check_env_on_games(capsys, monkeypatch):
     monkeypatch.setattr(nltk.data, "path", [])
     assert main(["check-env", "ta-hangman-v0"]) == 2  # a user-facing error line, no traceback
     assert "NLTK data" in capsys.readouterr().err
+
+
+def test_train_env_overrides_give_games_their_budgets():
+    from agentic_rl.cli import env_overrides
+
+    sets = env_overrides("frozenlake-v0", [])
+    assert "warmup.env_kwargs={}" in sets and "rollout.max_turns=16" in sets  # the oracle needs <= 16 turns
+    assert "rollout.max_total_tokens=8192" in env_overrides("ta-sudoku-v0", [])
+    assert "rollout.max_turns=5" in env_overrides("taxi-v0", ["rollout.max_turns=5"])  # the user's value wins

@@ -31,6 +31,7 @@ Per-turn rewards: every game env puts the game's reward of each turn in
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from agentic_rl.envs.games.gym_adapter import GymTextEnv
@@ -65,7 +66,9 @@ def register_game_envs(register: Callable[..., None]) -> None:
              "(default CliffWalking-v1)")
     for game, env_id in TEXTARENA_IDS.items():
         needs = " (needs NLTK corpora installed locally)" if GAMES[game].nltk_resources else ""
-        register(env_id, TextArenaEnv, f"TextArena {game} (single player){needs}", game=game)
+        factory = functools.partial(TextArenaEnv, game)
+        factory.recipe_overrides = GAMES[game].recipe_overrides  # type: ignore[attr-defined]
+        register(env_id, factory, f"TextArena {game} (single player){needs}")
 
 
 __all__ = ["GymTextEnv", "FrozenLakeTextEnv", "TaxiTextEnv", "CliffWalkingTextEnv", "TextArenaEnv", "TextWorldEnv", "TURN_REWARD",

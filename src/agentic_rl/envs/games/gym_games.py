@@ -78,6 +78,9 @@ class FrozenLakeTextEnv(GymTextEnv):
     """
 
     description = "FrozenLake: walk from S to G on a random map without falling into a hole"
+    #: rollout budgets of ``agentic-rl train --env`` (an oracle episode of 6 turns is ~450 tokens)
+    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 16, "rollout.max_new_tokens": 24,
+                                        "rollout.max_total_tokens": 2048}
 
     def __init__(self, is_slippery: bool = False, size: int = 4, map_name: str | None = None, max_steps: int = 16):
         if size < 2:
@@ -119,6 +122,9 @@ class TaxiTextEnv(GymTextEnv):
     """
 
     description = "Taxi: pick up the passenger and drop them at the destination"
+    #: rollout budgets of ``agentic-rl train --env`` (~110 tokens a turn)
+    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 40, "rollout.max_new_tokens": 24,
+                                        "rollout.max_total_tokens": 6144}
 
     def __init__(self, max_steps: int = 40):
         super().__init__("Taxi-v4", {}, TAXI_ACTIONS, "Taxi", TAXI_GOAL, describe_taxi, max_steps=max_steps)
@@ -143,6 +149,9 @@ class CliffWalkingTextEnv(GymTextEnv):
     """
 
     description = "CliffWalking: reach the goal along a cliff edge without falling"
+    #: rollout budgets of ``agentic-rl train --env`` (~150 tokens a turn)
+    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 40, "rollout.max_new_tokens": 24,
+                                        "rollout.max_total_tokens": 8192}
 
     def __init__(self, max_steps: int = 40):
         super().__init__("CliffWalking-v1", {}, CLIFF_ACTIONS, "CliffWalking", CLIFF_GOAL, describe_cliffwalking,
@@ -172,3 +181,6 @@ def gym_text_env(gym_id: str = "CliffWalking-v1", gym_kwargs: dict[str, Any] | N
     names, title, goal, describe, success = KNOWN_GAMES.get(gym_id, (None, gym_id, "", None, None))
     return GymTextEnv(gym_id, gym_kwargs, action_names if action_names is not None else names, title, goal,
                       describe, success, max_steps=max_steps)
+
+
+gym_text_env.recipe_overrides = dict(CliffWalkingTextEnv.recipe_overrides)  # type: ignore[attr-defined]

@@ -43,6 +43,7 @@ class TextArenaGame:
         oracle: reference policy, or None.
         generator: per-seed constructor kwargs (for games that draw their puzzle in ``__init__``).
         nltk_resources: NLTK resources that must be installed locally (paths for ``nltk.data.find``).
+        token_budget: ``rollout.max_total_tokens`` of ``agentic-rl train --env`` (a full episode).
     """
 
     title: str
@@ -53,6 +54,13 @@ class TextArenaGame:
     oracle: Oracle | None = None
     generator: Generator | None = None
     nltk_resources: tuple[str, ...] = field(default=())
+    token_budget: int = 4096
+
+    @property
+    def recipe_overrides(self) -> dict[str, Any]:
+        """Rollout budgets of ``agentic-rl train --env`` for this game."""
+        return {"rollout.max_turns": self.max_steps, "rollout.max_new_tokens": 32,
+                "rollout.max_total_tokens": self.token_budget}
 
 
 def guess_oracle(env: Any, data: dict[str, Any]) -> str | None:
@@ -171,16 +179,17 @@ def countdown_oracle(env: Any, data: dict[str, Any]) -> str | None:
 
 GAMES: dict[str, TextArenaGame] = {
     "GuessTheNumber": TextArenaGame("Guess The Number", "textarena.envs.GuessTheNumber.env:GuessTheNumberEnv",
-                                    {"min_number": 1, "max_number": 20, "max_turns": 10}, 12, "[10]", guess_oracle),
+                                    {"min_number": 1, "max_number": 20, "max_turns": 10}, 12, "[10]", guess_oracle,
+                                    token_budget=2048),
     "TowerOfHanoi": TextArenaGame("Tower of Hanoi", "textarena.envs.TowerOfHanoi.env:TowerOfHanoiEnv",
-                                  {"num_disks": 3, "max_turns": 14}, 16, "[A C]", hanoi_oracle),
+                                  {"num_disks": 3, "max_turns": 14}, 16, "[A C]", hanoi_oracle, token_budget=2048),
     "Mastermind": TextArenaGame("Mastermind", "textarena.envs.Mastermind.env:MastermindEnv",
                                 {"code_length": 4, "num_numbers": 6, "max_turns": 20, "duplicate_numbers": False},
                                 22, "[1 2 3 4]", mastermind_oracle),
     "Minesweeper": TextArenaGame("Minesweeper", "textarena.envs.Minesweeper.env:MinesweeperEnv",
                                  {"rows": 5, "cols": 5, "num_mines": 5, "max_turns": 30}, 32, "[2 2]", minesweeper_oracle),
     "Sudoku": TextArenaGame("Sudoku", "textarena.envs.Sudoku.env:SudokuEnv",
-                            {"clues": 75, "max_turns": 30}, 32, "[1 3 5]", sudoku_oracle),
+                            {"clues": 75, "max_turns": 30}, 32, "[1 3 5]", sudoku_oracle, token_budget=8192),
     "Countdown": TextArenaGame("Countdown", "textarena.envs.Countdown.env:CountdownEnv",
                                {"max_turns": 12}, 14, "[0 2 *]", countdown_oracle, countdown_generator),
     "Wordle": TextArenaGame("Wordle", "textarena.envs.Wordle.env:WordleEnv",

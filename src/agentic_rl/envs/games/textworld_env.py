@@ -91,6 +91,9 @@ class TextWorldEnv(Env):
     """
 
     description = "TextWorld: a generated text adventure per seed (admissible commands, intermediate rewards)"
+    #: rollout budgets of ``agentic-rl train --env`` (the opening is ~250 tokens, a turn ~120)
+    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 30, "rollout.max_new_tokens": 24,
+                                        "rollout.max_total_tokens": 6144}
 
     def __init__(self, world_size: int = 3, nb_objects: int = 5, quest_length: int = 3, max_steps: int = 30,
                  games_dir: str | None = None):
