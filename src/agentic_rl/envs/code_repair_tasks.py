@@ -296,24 +296,98 @@ class HiddenTestResult:
     detail: str = ""
 
 
+# Runs in the grading sandbox's child process: loads solution.py and answers calls. Requests
+# (trusted, from the harness) are pickled; replies (untrusted) are repr() text that the harness
+# reads with ast.literal_eval, never unpickles. What the solution prints goes to stderr.
+_CHILD = """
+import os, pickle, struct, sys
+_in, _out = os.fdopen(os.dup(0), 'rb'), os.fdopen(os.dup(1), 'wb')
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+os.dup2(2, 1)
+def _send(kind, text):
+    data = repr((kind, text)).encode()
+    _out.write(struct.pack('>I', len(data)) + data)
+    _out.flush()
+try:
+    _ns = {'__name__': 'solution'}
+    exec(compile(open('solution.py', encoding='utf-8').read(), 'solution.py', 'exec'), _ns)
+    _fn = _ns[ENTRY]
+except Exception as exc:
+    _send('load_error', type(exc).__name__ + ': ' + str(exc)[:300])
+    raise SystemExit(0)
+while True:
+    head = _in.read(4)
+    if len(head) < 4:
+        break
+    args, kwargs = pickle.loads(_in.read(struct.unpack('>I', head)[0]))
+    try:
+        _send('ok', repr(_fn(*args, **kwargs)))
+    except Exception as exc:
+        _send('error', type(exc).__name__ + ': ' + str(exc)[:300])
+"""
+
+# Runs in the grading sandbox's interpreter: the hidden tests call a proxy of the candidate
+# that forwards each call to the child process, so the solution never shares an interpreter
+# (frames, globals, gc) with the tests.
+_HARNESS = """
+import ast as __ast, pickle as __pickle, struct as __struct, subprocess as __sp, sys as __sys
+
+class __Exited(Exception):
+    pass
+
+__child = __sp.Popen([__sys.executable, '-c', CHILD], stdin=__sp.PIPE, stdout=__sp.PIPE)
+
+def __reply():
+    head = __child.stdout.read(4)
+    if len(head) < 4:
+        raise __Exited('the solution ended its process')
+    kind, text = __ast.literal_eval(__child.stdout.read(__struct.unpack('>I', head)[0]).decode())
+    if kind == 'load_error':
+        raise ImportError('solution.py failed to load: ' + text)
+    if kind == 'error':
+        raise RuntimeError('the solution raised ' + text)
+    return __ast.literal_eval(text)
+
+def __candidate(*args, **kwargs):
+    data = __pickle.dumps((args, kwargs))
+    try:
+        __child.stdin.write(__struct.pack('>I', len(data)) + data)
+        __child.stdin.flush()
+    except BrokenPipeError:
+        raise __Exited('the solution ended its process') from None
+    return __reply()
+
+__t = {'__name__': 'hidden_tests'}
+exec(compile(TEST, 'hidden_tests.py', 'exec'), __t)
+try:
+    __t['check'](__candidate)
+    __status = 'passed'
+except __Exited:
+    __status = 'exited'
+except Exception as __exc:
+    __status = 'failed: ' + type(__exc).__name__ + ': ' + str(__exc)[:300]
+__child.kill()
+__child.wait()
+(NONCE, __status)
+"""
+
+
 def hidden_test_code(test: str, entry_point: str, nonce: str) -> str:
-    """Python run in a grading sandbox: load ``solution.py``, run ``check``, end on ``nonce``."""
-    return (
-        "__sol = {'__name__': 'solution'}\n"
-        "exec(compile(open('solution.py', encoding='utf-8').read(), 'solution.py', 'exec'), __sol)\n"
-        "__t = {'__name__': 'hidden_tests'}\n"
-        f"exec(compile({test!r}, 'hidden_tests.py', 'exec'), __t)\n"
-        f"__t['check'](__sol[{entry_point!r}])\n"
-        f"{nonce!r}\n"
-    )
+    """Python run in a grading sandbox: ``check`` of the hidden tests against a proxy of the
+    entry point of ``solution.py``, which runs in a child process; the value of the last line is
+    ``(nonce, status)`` with status ``passed``, ``exited`` or ``failed: <reason>``."""
+    child = _CHILD.replace("ENTRY", repr(entry_point))
+    return (_HARNESS.replace("CHILD", repr(child), 1).replace("TEST", repr(test), 1)
+            .replace("NONCE", repr(nonce), 1))
 
 
 def run_hidden_tests(box: EpisodeSandbox, solution: str, problem: Problem) -> HiddenTestResult:
     """Run the hidden tests of ``problem`` on ``solution`` in ``box`` (a grading sandbox).
 
-    The solution is written to ``solution.py`` in the box's workspace; the test code travels
-    only through the interpreter's pipe. A run passes only if its last expression evaluates to
-    a fresh random nonce, so exiting early or printing a fake message never passes.
+    The solution is written to ``solution.py`` in the box's workspace and runs in its own
+    process (see :func:`hidden_test_code`); the test code travels only through the
+    interpreter's pipe. A run passes only if the last line evaluates to a fresh random nonce
+    with status ``passed``, so exiting early or printing a fake message never passes.
 
     Raises:
         SandboxUnavailableError, SandboxError: the sandbox cannot run.
@@ -321,11 +395,17 @@ def run_hidden_tests(box: EpisodeSandbox, solution: str, problem: Problem) -> Hi
     (box.workspace / "solution.py").write_text(solution, encoding="utf-8")
     nonce = secrets.token_hex(16)
     result = box.run_python(hidden_test_code(problem.test, problem.entry_point, nonce))
-    exited = result.exit_status is not None and not result.timed_out
-    passed = (result.value == repr(nonce) and result.exception is None and result.exit_status is None
-              and not result.timed_out)
-    detail = "" if passed else (result.stderr[-1500:] or f"exit status {result.exit_status}")
-    return HiddenTestResult(passed, exited, result.timed_out, detail)
+    status = ""
+    if result.value is not None and not result.timed_out:
+        try:
+            got_nonce, status = ast.literal_eval(result.value)
+        except (ValueError, SyntaxError, TypeError):
+            got_nonce = None
+        status = status if got_nonce == nonce else ""
+    passed = status == "passed" and result.exit_status is None
+    exited = status == "exited" or (result.exit_status is not None and not result.timed_out)
+    detail = "" if passed else (status or result.stderr[-1500:] or f"exit status {result.exit_status}")
+    return HiddenTestResult(passed, exited, result.timed_out, detail[-1500:])
 
 
 def load_catalogue(path: Path | None = None) -> list[BugVariant]:
