@@ -42,7 +42,10 @@ Difficulty knobs
 Known failure modes
     Templated text: a model may learn the templates rather than reading; names are made of
     syllables, so BM25 on a misspelt name finds nothing (no stemming, no fuzzy match); the
-    F1 component gives partial credit to a wrong name sharing a token with the right one.
+    F1 component gives partial credit to a wrong name sharing a token with the right one;
+    ``occupation`` and ``region_of_hq`` answers come from small lists (12 and 6 values), so a
+    guess succeeds by chance; doc ids are slugs of names, so an agent can ``open`` a named
+    entity without searching (allowed, and cheaper).
 """
 
 from __future__ import annotations
