@@ -1,21 +1,20 @@
-"""The training recipe on a text game: a 2-step smoke run on frozenlake-v0 with the tiny model."""
+"""The training recipe on a text game: a 2-step smoke run of ``train --env frozenlake-v0`` with the tiny model."""
 
 from __future__ import annotations
 
 import math
 
+from agentic_rl.cli import env_overrides
 from agentic_rl.config import load_config
 from agentic_rl.trainer.recipe import train
 from agentic_rl.trainer.run_dir import MetricsLog
 
 
 def test_frozenlake_two_step_smoke_run(tiny_model_dir, tmp_path):
-    config = load_config(None, [
+    # the game's own recipe defaults (budgets, no calculator warm-up levels), then small sizes
+    config = load_config(None, env_overrides("frozenlake-v0", [
         f"model.path='{tiny_model_dir}'",
         "model.num_threads=1",
-        "env.id='frozenlake-v0'",
-        "name='frozenlake-smoke'",
-        "warmup.env_kwargs={}",  # the calculator's default warm-up level does not apply to games
         "warmup.num_demos=2",
         "warmup.batch_size=2",
         "algorithm.steps=2",
@@ -25,9 +24,9 @@ def test_frozenlake_two_step_smoke_run(tiny_model_dir, tmp_path):
         "eval.base=false",
         "rollout.max_turns=8",
         "rollout.max_new_tokens=12",
-        "rollout.max_total_tokens=1024",
         f"output_dir='{tmp_path}'",
-    ])
+    ]))
+    assert config.env.id == "frozenlake-v0" and config.warmup.env_kwargs == {}
     run_dir = train(config)
     rows = MetricsLog(run_dir / "metrics.jsonl").rows()
     warmup = [r for r in rows if r["phase"] == "warmup"]
