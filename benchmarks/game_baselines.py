@@ -14,7 +14,8 @@ return (Σ turn_reward). Usage::
     python benchmarks/game_baselines.py [--episodes 20] [--envs frozenlake-v0,taxi-v0]
     flock /tmp/agentic-rl-heavy.lock python benchmarks/game_baselines.py --model default --episodes 8
 
-Envs whose assets are missing (Wordle, Hangman offline) are listed as unavailable.
+Envs whose assets are missing (Wordle, Hangman offline; TextWorld without its extra) are listed
+as unavailable. TextWorld generates (and caches) one game per seed on first use, ~7 s each.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentic_rl.envs import make
-from agentic_rl.envs.games import TEXTARENA_IDS, GymTextEnv, TextArenaEnv
+from agentic_rl.envs.games import TEXTARENA_IDS, GymTextEnv, TextArenaEnv, TextWorldEnv
 from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.policy.chat import ChatFormat
 from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
@@ -35,7 +36,8 @@ from agentic_rl.rewards import RewardWeights
 from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.trainer.evaluation import evaluate
 
-GAME_IDS = ["frozenlake-v0", "frozenlake-slippery-v0", "taxi-v0", "cliffwalking-v0", *TEXTARENA_IDS.values()]
+GAME_IDS = ["frozenlake-v0", "frozenlake-slippery-v0", "taxi-v0", "cliffwalking-v0", *TEXTARENA_IDS.values(),
+            "textworld-v0"]
 SEED_START = 900_000  # held out from training (0...) and warm-up (500000...) seeds
 
 
@@ -43,6 +45,8 @@ def random_move(env: Any, rng: random.Random) -> str:
     """A uniformly random move in the env's action syntax (legal or not)."""
     if isinstance(env, GymTextEnv):
         return f"<action>{rng.choice(env.action_names)}</action>"
+    if isinstance(env, TextWorldEnv):
+        return f"<action>{rng.choice(env.admissible_commands())}</action>"
     assert isinstance(env, TextArenaEnv)
     game, g = env.game, env._env
     if game == "GuessTheNumber":

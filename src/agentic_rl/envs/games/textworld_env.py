@@ -148,12 +148,13 @@ class TextWorldEnv(Env):
         messages = (Message("system", system), Message("user", self._state_text(self._state["feedback"])))
         return Observation(messages=messages), {"game": "textworld", "max_score": float(self._state["max_score"])}
 
-    def _commands(self) -> list[str]:
-        return list(self._state["admissible_commands"] or [])
+    def admissible_commands(self) -> list[str]:
+        """The commands the game accepts in the current state ([] before reset)."""
+        return list(self._state["admissible_commands"] or []) if self._state is not None else []
 
     def _state_text(self, feedback: str, with_commands: bool = True) -> str:
         text = clean_feedback(feedback)
-        return f"{text}\nAdmissible commands: {', '.join(self._commands())}" if with_commands else text
+        return f"{text}\nAdmissible commands: {', '.join(self.admissible_commands())}" if with_commands else text
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Play the reply's command if it is admissible (module docstring)."""
@@ -164,7 +165,7 @@ class TextWorldEnv(Env):
         self._turn += 1
         match = _TAG.search(action.text)
         command = _normalise(match.group(1) if match else action.text)
-        admissible = {_normalise(c): c for c in self._commands()}
+        admissible = {_normalise(c): c for c in self.admissible_commands()}
         reward, terminated, won = 0.0, False, False
         if command not in admissible:
             text = f"Invalid action: {command[:60]!r} is not an admissible command.\n" + self._state_text("")
