@@ -234,9 +234,13 @@ class TrackingConfig:
 
     Attributes:
         tensorboard: also write every metric to TensorBoard event files in ``RUN_DIR/tb/``.
+        wandb: also log to an offline W&B run in ``RUN_DIR/wandb/`` (extra ``tracking``).
+        mlflow: also log to an MLflow file store in ``RUN_DIR/mlruns/`` (extra ``tracking``).
     """
 
     tensorboard: bool = True
+    wandb: bool = False
+    mlflow: bool = False
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ checkpoint with the same optimizer, RNG and step.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import random
@@ -135,7 +136,7 @@ def setup(config: TrainConfig, run_dir: Path) -> Run:
                          fast=config.model.sampler == "fast", max_batch=config.model.max_batch)
     return Run(
         config, run_dir, model, tokenizer, chat, policy, sampler,
-        run_metrics_log(run_dir, tensorboard=config.tracking.tensorboard), TrajectoryStore(run_dir / RUN_STORE_DIRNAME), [], {},
+        run_metrics_log(run_dir, config.tracking, config=dataclasses.asdict(config)), TrajectoryStore(run_dir / RUN_STORE_DIRNAME), [], {},
     )
 
 
@@ -387,6 +388,7 @@ def train(config: TrainConfig | None, *, resume: Path | None = None, progress: P
     _export(run)
     _write_summary(run)
     write_report(run_dir)
+    run.metrics.close()
     return run_dir
 
 

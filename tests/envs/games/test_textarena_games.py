@@ -163,3 +163,16 @@ def test_missing_textarena_package_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "textarena", None)  # import textarena now raises ImportError
     with pytest.raises(EnvUnavailableError, match=r"agentic-rl\[games\]"):
         TextArenaEnv("Sudoku")
+
+
+def test_a_game_that_raises_on_a_reply_is_an_invalid_move_not_a_crash():
+    env = make("ta-sudoku-v0")
+    env.reset(seed=0)
+
+    def broken_step(move):
+        raise IndexError("list index out of range")
+
+    env._env.step = broken_step  # a TextArena bug triggered by an odd reply
+    obs, reward, terminated, truncated, info = env.step(Action("[9 9 9 9]"))
+    assert info["valid_action"] is False and info["game_error"].startswith("IndexError")
+    assert reward == 0.0 and not terminated and "could not apply" in obs.messages[0].content
