@@ -65,7 +65,7 @@ def test_step_many_overlaps_and_reports_failures_per_env(pool):
     assert isinstance(again, EnvWorkerError) and "EpisodeEndedError" in str(again)
 
 
-def test_a_dead_worker_fails_its_episodes_only(chat):
+def test_a_dead_worker_fails_its_episodes_only(pool, chat):
     # its own pool: this test kills a worker
     fresh = EnvWorkerPool(2, cpus_per_worker=0.5, timeout_s=60)
     envs = [fresh.make("calculator-v0") for _ in SEEDS]
