@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -314,7 +315,7 @@ class MemoryRecallEnv(Env):
             if self.scope is Scope.EPISODE:
                 self.store.clear()
             self.store.close()
-        except Exception:  # noqa: BLE001 - already closed
+        except sqlite3.ProgrammingError:  # already closed
             pass
 
 
