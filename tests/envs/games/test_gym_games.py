@@ -149,6 +149,8 @@ def test_gym_v0_plays_gymnasium_ids_by_kwargs():
     assert infos[-1]["won"]
     blackjack = make("gym-v0", gym_id="Blackjack-v1")
     assert blackjack.action_names == ("stick", "hit")
+    text = blackjack.reset(seed=3)[0].messages[1].content
+    assert text.startswith("Your hand totals ") and "The dealer shows" in text
     frozen = make("gym-v0", gym_id="FrozenLake-v1", gym_kwargs={"is_slippery": False})
     assert frozen.action_names == ("left", "down", "right", "up")
     cartpole = make("gym-v0", gym_id="CartPole-v1")  # unknown to us: numbered actions, raw observation

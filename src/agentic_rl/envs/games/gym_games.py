@@ -27,8 +27,9 @@ so each game verbalises its state instead of only stripping the codes.
 ``gym-v0`` (:func:`gym_text_env`)
     Any Gymnasium id with a discrete action space, by ``env.kwargs``: ``gym_id`` (default
     ``CliffWalking-v1``), ``gym_kwargs``, ``action_names``, ``max_steps`` (default 40), e.g.
-    ``--set 'env.kwargs={gym_id="Taxi-v4"}'``. The games above (and Blackjack-v1) keep their
-    names and state text; the oracle is value iteration where the env has a model ``P``.
+    ``--set 'env.kwargs={gym_id="Taxi-v4"}'``. The games above and Blackjack-v1 (its tuple
+    observation in words; no oracle: it has no model ``P``) keep their names and state text;
+    the oracle is value iteration where the env has a model ``P``.
 """
 
 from __future__ import annotations
@@ -158,13 +159,22 @@ class CliffWalkingTextEnv(GymTextEnv):
                          _cliff_success, max_steps=max_steps)
 
 
+def describe_blackjack(env: Any, obs: Any) -> str:
+    """Blackjack's tuple observation (player sum, dealer's card, usable ace) in words."""
+    total, dealer, usable_ace = (int(x) for x in obs)
+    ace = "with an ace counted as 11" if usable_ace else "with no ace counted as 11"
+    dealer_card = "an ace" if dealer == 1 else str(dealer)
+    return f"Your hand totals {total} ({ace}). The dealer shows {dealer_card}."
+
+
 #: Gymnasium id -> (action names, title, goal, describe, success) of the games we know how to verbalise
 KNOWN_GAMES: dict[str, tuple[tuple[str, ...], str, str, Any, Any]] = {
     "FrozenLake-v1": (FROZENLAKE_ACTIONS, "FrozenLake", FROZENLAKE_GOAL, describe_frozenlake, None),
     "Taxi-v4": (TAXI_ACTIONS, "Taxi", TAXI_GOAL, describe_taxi, None),
     "CliffWalking-v1": (CLIFF_ACTIONS, "CliffWalking", CLIFF_GOAL, describe_cliffwalking, _cliff_success),
     "Blackjack-v1": (("stick", "hit"), "Blackjack",
-                     "Get a hand closer to 21 than the dealer without going over. Win +1, lose -1, draw 0.", None, None),
+                     "Get a hand closer to 21 than the dealer without going over: hit takes a card, stick ends "
+                     "your turn. Win +1, lose -1, draw 0.", describe_blackjack, None),
 }
 
 
