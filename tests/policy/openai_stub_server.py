@@ -9,7 +9,8 @@ handling of structured tool calls can be checked.
 
 ``control`` switches behaviour per test: ``fail_text`` (answer 500 when the decoded prompt
 contains it), ``sleep_s`` (delay every answer), ``no_ids`` (answer like llama.cpp: text tokens,
-no ids). ``requests`` counts the HTTP requests received, ``chat_requests`` keeps chat bodies.
+no ids). ``requests`` counts the HTTP requests received; ``chat_requests`` and
+``completion_requests`` keep the request bodies.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class StubServer:
         self.control: dict = {}
         self.requests = 0
         self.chat_requests: list[dict] = []
+        self.completion_requests: list[dict] = []
         self.generator = torch.Generator().manual_seed(seed)
         self.lock = threading.Lock()
         server = self
@@ -78,6 +80,7 @@ class StubServer:
 
     @torch.no_grad()
     def complete(self, body: dict):
+        self.completion_requests.append(body)
         prompt = body["prompt"]
         if not (isinstance(prompt, list) and all(isinstance(i, int) for i in prompt)):
             return 422, {"error": {"message": "prompt must be token ids"}}

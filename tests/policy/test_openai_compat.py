@@ -30,9 +30,10 @@ def tiny_model(tiny_model_dir):
     return AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
 
 
-def _rollout(server, chat, seeds, **client_kwargs):
+def _rollout(server, chat, seeds, extra_body=None, **client_kwargs):
     client = make_client(server.base_url, **{"timeout_s": 30.0, "max_retries": 0, **client_kwargs})
-    policy = OpenAICompatPolicy(client, "tiny", chat.eos_token_id, max_concurrency=2, policy_version=3)
+    policy = OpenAICompatPolicy(client, "tiny", chat.eos_token_id, max_concurrency=2, policy_version=3,
+                                extra_body=extra_body)
     envs = [make("calculator-v0") for _ in seeds]
     trajs = run_episodes(policy, chat, envs, seeds, [str(s) for s in seeds], CONFIG)
     return policy, mark_failed_requests(trajs, policy.failures)
@@ -42,8 +43,11 @@ def test_server_logprobs_match_trainer_scoring(tiny_model, chat):
     """At equal weights the importance ratio exp(logp_trainer − logp_server) is 1 on every
     sampled token (tolerance 1e-4 in log space: two fp32 forward passes, different code paths)."""
     with StubServer(tiny_model, chat.tokenizer, chat.eos_token_id) as server:
-        policy, trajs = _rollout(server, chat, [1, 2])
+        policy, trajs = _rollout(server, chat, [1, 2], extra_body={"top_k": 0})
+        body = server.completion_requests[0]
     assert not policy.failures
+    assert body["top_k"] == 0 and body["return_tokens_as_token_ids"] and body["top_p"] == 1.0 and body["logprobs"] == 1
+    assert body["temperature"] == CONFIG.temperature and isinstance(body["prompt"][0], int)
     for t in trajs:
         assert not t.failed and t.num_generated_tokens > 0
         batch = pack([t])

@@ -113,18 +113,23 @@ class OpenAICompatPolicy:
         eos_token_id: id of the end-of-turn token (``ChatFormat.eos_token_id``).
         max_concurrency: requests in flight at once (the server batches them).
         policy_version: version of the weights the server holds (see :meth:`set_policy_version`).
+        extra_body: fields merged over the server-specific defaults sent with every request
+            (``return_tokens_as_token_ids``, ``return_token_ids``, ``skip_special_tokens``,
+            ``top_k=-1``: vLLM's names); e.g. ``{"top_k": 0}`` for a server whose "off" is 0.
 
     Attributes:
         failures: ``{cache_key: message}`` of requests that failed (see the module docstring).
     """
 
     def __init__(self, client: Any, model: str, eos_token_id: int, *, max_concurrency: int = 8,
-                 policy_version: int = 0):
+                 policy_version: int = 0, extra_body: dict[str, Any] | None = None):
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.client, self.model, self.eos_token_id = client, model, eos_token_id
         self.max_concurrency = max_concurrency
         self.policy_version = policy_version
+        self.extra_body = {"return_tokens_as_token_ids": True, "return_token_ids": True,
+                           "skip_special_tokens": False, "top_k": -1, **(extra_body or {})}
         self.failures: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -163,8 +168,7 @@ class OpenAICompatPolicy:
             temperature=0.0 if sampling.greedy else sampling.temperature,
             top_p=1.0,
             logprobs=1,
-            extra_body={"return_tokens_as_token_ids": True, "return_token_ids": True,
-                        "skip_special_tokens": False, "top_k": -1},
+            extra_body=self.extra_body,
         )
         if not response.choices:
             raise RequestFailedError("the server returned no choices")
