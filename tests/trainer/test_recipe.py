@@ -291,3 +291,18 @@ def test_training_run_audits_every_tool_call(smoke_run):
     called = {rec["trajectory_id"] for rec in TrajectoryStore(run_dir / "trajectories").read()
               if any(t["action"]["tool_calls"] or t["action"]["tool_call_errors"] for t in rec["turns"])}
     assert {r["trajectory_id"] for r in records} == called
+
+
+def test_recorded_training_run_replays_without_divergence(smoke_run, capsys):
+    """Every trajectory the recipe stored (warm-up demos, RL rollouts, evals) replays exactly
+    through ``agentic-rl replay``: the recorded env id, seed and kwargs rebuild the same env."""
+    from agentic_rl.cli import main
+
+    _, run_dir, _ = smoke_run
+    records = list(TrajectoryStore(run_dir / "trajectories").read())
+    assert all(r["run_id"] == run_dir.name and "env_kwargs" in r for r in records)
+    assert {r["policy_version"] for r in records if r["phase"] == "rl"} == {0, 1, 2}
+    for record in records:
+        assert main(["replay", str(run_dir), "--trajectory", record["trajectory_id"], "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["first_divergent_turn"] is None and out["turns_replayed"] == len(record["turns"])
