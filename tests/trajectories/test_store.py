@@ -3,6 +3,7 @@ atomic shards, deletion, and crash safety under a real SIGKILL."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -122,8 +123,10 @@ def test_leftover_temp_shard_is_ignored_and_cleaned(tmp_path, make_trajectory):
     leftover.write_bytes(b"PAR1 half a shard")  # a crash between write and rename
     assert len(TrajectoryStore(tmp_path / "t", read_only=True)) == 2  # readers ignore it
     assert leftover.exists()  # read_only never touches the folder
+    live = tmp_path / "t" / f".part-new.{os.getpid()}.tmp"  # a temp shard of a writer still running
+    live.write_bytes(b"in progress")
     store = TrajectoryStore(tmp_path / "t")
-    assert not leftover.exists()
+    assert not leftover.exists() and live.exists()
     store.append(_records(make_trajectory, 1))
     assert len(store) == 3
 
@@ -187,3 +190,27 @@ def test_sigkill_mid_append_leaves_every_completed_shard_readable(tmp_path, make
     assert not list(path.glob(".*.tmp"))
     store.append([trajectory_to_record(make_trajectory(0), step=-1)])
     assert len(store) == len(records) + 1
+
+
+_APPENDER = textwrap.dedent(
+    """
+    import sys
+    from agentic_rl.trajectories import TrajectoryStore, trajectory_to_record
+    sys.path.insert(0, sys.argv[2])
+    from conftest import build_trajectory
+    store = TrajectoryStore(sys.argv[1])
+    for i in range(25):
+        store.append([trajectory_to_record(build_trajectory(k), step=i, writer=sys.argv[3]) for k in range(3)])
+    """
+)
+
+
+def test_concurrent_writers_never_clobber_each_other(tmp_path):
+    here = str(__import__("pathlib").Path(__file__).parent)
+    procs = [subprocess.Popen([sys.executable, "-c", _APPENDER, str(tmp_path / "t"), here, name]) for name in "ab"]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    store = TrajectoryStore(tmp_path / "t", read_only=True)
+    assert len(store.shards()) == 50 and len(store) == 150
+    by_writer = {w: sorted(r["step"] for r in store.read() if r["writer"] == w) for w in "ab"}
+    assert by_writer == {w: sorted(list(range(25)) * 3) for w in "ab"}
+    assert not list((tmp_path / "t").glob(".*"))

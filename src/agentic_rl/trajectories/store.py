@@ -9,16 +9,19 @@ reads the folder as one table::
     pandas.read_parquet("runs/x/trajectories")
     datasets.load_dataset("parquet", data_files="runs/x/trajectories/*.parquet")
 
-Crash-safety (one writer process per folder):
+Crash-safety (several writer processes may append to one folder; ``delete_where`` needs a
+single writer):
 
 * ``append`` converts the whole batch first (a bad record raises before anything is written),
-  writes it to ``.part-NNNNNN.parquet.tmp``, ``fsync``s it, renames it to its final name with
-  ``os.replace`` (atomic on POSIX) and ``fsync``s the folder. When ``append`` returns, the
-  shard is durable.
+  writes it to ``.part-new.PID.tmp``, ``fsync``s it, hard-links it to the next free
+  ``part-NNNNNN.parquet`` (atomic, and never overwrites: two writers never clobber each
+  other's shards), removes the temporary name and ``fsync``s the folder. When ``append``
+  returns, the shard is durable.
 * A process killed at any moment leaves every completed shard whole; the batch being written
   is either entirely there or entirely absent, never a corrupt tail. Readers never see
   temporary files (dot-prefixed, ``.tmp`` suffix: ignored by pyarrow, pandas, DuckDB globs on
-  ``*.parquet`` and HF ``datasets``); opening the store for writing deletes leftovers.
+  ``*.parquet`` and HF ``datasets``); opening the store for writing deletes leftovers of
+  writers that are no longer running.
 * ``delete_where`` (used before a resume) rewrites affected shards the same way, so it is
   crash-safe and can simply be run again.
 
@@ -69,8 +72,9 @@ class TrajectoryStore:
                 raise FileNotFoundError(f"trajectory store not found: {self.path}")
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        for leftover in self.path.glob(".part-*.tmp"):  # a crash between write and rename
-            leftover.unlink()
+        for leftover in self.path.glob(".part-*.tmp"):  # a writer killed between write and rename
+            if not _alive(_tmp_pid(leftover)):
+                leftover.unlink(missing_ok=True)
 
     def __repr__(self) -> str:
         return f"TrajectoryStore({str(self.path)!r}, read_only={self.read_only})"
@@ -82,12 +86,16 @@ class TrajectoryStore:
         found = [(int(m.group(1)), p) for p in self.path.iterdir() if (m := _SHARD.match(p.name))]
         return [p for _, p in sorted(found)]
 
-    def _write_shard(self, table: pa.Table, final: Path) -> None:
-        tmp = final.with_name(f".{final.name}.tmp")
+    def _write_tmp(self, table: pa.Table, name: str) -> Path:
+        tmp = self.path / f".{name}.{os.getpid()}.tmp"
         pq.write_table(table, tmp, compression="zstd")
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
-        os.replace(tmp, final)
+        return tmp
+
+    def _write_shard(self, table: pa.Table, final: Path) -> None:
+        """Replace ``final`` atomically (used to rewrite a shard)."""
+        os.replace(self._write_tmp(table, final.name), final)
         _fsync_dir(self.path)
 
     def append(self, records: Iterable[dict[str, Any]]) -> int:
@@ -104,9 +112,19 @@ class TrajectoryStore:
         table = records_to_table(list(records))
         if table.num_rows == 0:
             return 0
-        shards = self.shards()
-        number = int(_SHARD.match(shards[-1].name).group(1)) + 1 if shards else 1
-        self._write_shard(table, self.path / f"part-{number:06d}.parquet")
+        tmp = self._write_tmp(table, "part-new")
+        try:
+            while True:  # link() never overwrites: a shard another writer just took is skipped
+                shards = self.shards()
+                number = int(_SHARD.match(shards[-1].name).group(1)) + 1 if shards else 1
+                try:
+                    os.link(tmp, self.path / f"part-{number:06d}.parquet")
+                    break
+                except FileExistsError:
+                    continue
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(self.path)
         return table.num_rows
 
     def append_trajectories(self, trajectories: Iterable[Trajectory], **extra: Any) -> int:
@@ -201,6 +219,25 @@ def _expression(*, min_reward: float | None = None, max_reward: float | None = N
     for term in terms:
         expr = term if expr is None else expr & term
     return expr
+
+
+def _tmp_pid(path: Path) -> int:
+    """The writer pid in a temporary shard's name (``.NAME.PID.tmp``); 0 when there is none."""
+    parts = path.name.split(".")
+    return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else 0
+
+
+def _alive(pid: int) -> bool:
+    """True when a process ``pid`` exists (0: unknown, counted as dead)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _fsync_dir(directory: Path) -> None:
