@@ -183,8 +183,11 @@ def _cmd_check_env(args) -> int:
 
     if args.seeds < 1:
         raise AgenticRLError(f"--seeds must be at least 1, got {args.seeds}")
+    if args.max_turns < 1:
+        raise AgenticRLError(f"--max-turns must be at least 1, got {args.max_turns}")
     try:
-        report = check_env(args.env_id, seeds=range(args.seed_start, args.seed_start + args.seeds))
+        report = check_env(args.env_id, seeds=range(args.seed_start, args.seed_start + args.seeds),
+                           max_turns=args.max_turns)
     except EnvCheckError as exc:
         print(str(exc), file=sys.stderr)
         return 1
@@ -247,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("env_id", metavar="ID")
     p.add_argument("--seeds", type=int, default=3, help="number of seeds to check (default 3)")
     p.add_argument("--seed-start", type=int, default=0, help="first seed (default 0)")
+    p.add_argument("--max-turns", type=int, default=50, help="most oracle turns per episode (default 50)")
     p.set_defaults(fn=_cmd_check_env)
     p = sub.add_parser("audit", help="list the tool-call audit log of a run (RUN_DIR/audit.jsonl)")
     p.add_argument("run_dir", metavar="RUN_DIR")

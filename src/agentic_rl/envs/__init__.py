@@ -5,8 +5,8 @@ from agentic_rl.envs.calculator import CalculatorEnv
 from agentic_rl.envs.code_repair import CodeRepairEnv
 from agentic_rl.envs.memory_recall import MemoryRecallEnv
 from agentic_rl.envs.registry import EnvSpec, accepts, make, register, registered
-from agentic_rl.envs.games import register_game_envs
 from agentic_rl.envs.search_qa import SearchQAEnv
+from agentic_rl.envs.games import register_game_envs
 
 register("calculator-v0", CalculatorEnv, CalculatorEnv.description)
 
@@ -17,9 +17,9 @@ from agentic_rl.envs.registry import EnvFamily, families, get_spec, register_fam
 
 register("math-python-v0", MathPythonEnv, MathPythonEnv.description)
 register_family(EnvFamily(RG_PATTERN, "rg/", resolve_rg_id, ReasoningGymEnv.description, rg_task_names))
-register_game_envs(register)  # frozenlake-v0, taxi-v0, ta-towerofhanoi-v0, ... (envs/games)
 register("code-repair-v0", CodeRepairEnv, CodeRepairEnv.description)
 register("search-qa-v0", SearchQAEnv, SearchQAEnv.description)
+register_game_envs(register)  # frozenlake-v0, taxi-v0, ta-towerofhanoi-v0, ... (envs/games)
 register("memory-recall-v0", MemoryRecallEnv, MemoryRecallEnv.description)
 
 __all__ = ["Env", "EnvSpec", "EpisodeEndedError", "EpisodeNotStartedError", "CalculatorEnv", "CodeRepairEnv", "SearchQAEnv", "MemoryRecallEnv", "accepts", "make", "register", "registered"]

@@ -37,7 +37,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,7 +183,10 @@ def _run_continuous(policy, chat: ChatFormat, episodes: list[_Episode], config: 
                         else:
                             stepping[pool.submit(_step, ep, chat, config, list(gen.token_ids), gen.finished)] = i
                 if stepping:
-                    done, _ = wait(list(stepping), timeout=0 if stream.busy else None, return_when=FIRST_COMPLETED)
+                    # busy: take whatever finished and keep decoding; idle: wait for every pending
+                    # step so their next turns join the batch together (one prefill, not one each)
+                    done, _ = wait(list(stepping), timeout=0 if stream.busy else None,
+                                   return_when=FIRST_COMPLETED if stream.busy else ALL_COMPLETED)
                     for future in done:
                         ready.append(stepping.pop(future))
                         future.result()  # _step handles env errors itself; anything else is a bug

@@ -1,0 +1,269 @@
+"""GRPO step time: agentic-rl vs TRL's GRPOTrainer, same model, same config, same run.
+
+Both sides train SmolLM2-135M-Instruct (fp32 weights from the shipped GGUF, full fine-tuning,
+AdamW) on CPU with: 1 prompt x 4 completions per optimizer step (G = 4), at most
+``--max-completion`` tokens per completion, T = 1.0, lr 1e-6, no KL term (TRL's default
+beta = 0). Each side runs in its own subprocess, one after the other (never concurrently), and
+reports seconds per optimizer step (median, first step excluded) and peak RSS.
+
+Modes (``--mode``):
+
+* ``single``: one turn; "What is a * b? Reply with just the number."; reward 1 if the product
+  appears in the reply. TRL: ``GRPOTrainer`` with a reward function. agentic-rl: the recipe's
+  ``rl_step`` on an equivalent one-turn env registered by this script.
+* ``tools``: multi-turn with a calculator tool, up to 2 tool-call rounds + the answer. TRL:
+  ``GRPOTrainer(tools=[calculator])`` (its multi-turn tool loop; the tokenizer gets TRL's
+  Qwen2.5 ChatML template, which TRL's tool parser recognises and which uses SmolLM2's special
+  tokens), after 12 SFT steps (batch 4) on the call format so tool turns really happen.
+  agentic-rl: ``calculator-v0`` (``direct`` level), ``max_turns = 3``, after its own warm-up
+  (12 steps of batch 4 on oracle demonstrations).
+
+Requires the ``bench`` extra (``pip install -e '.[bench]'``, i.e. ``trl``).
+Usage: ``python benchmarks/grpo_step_vs_trl.py --mode single --steps 5``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+G = 4
+LR = 1e-6
+
+
+def _tasks(n: int, seed: int = 0) -> list[tuple[int, int]]:
+    rng = random.Random(seed)
+    return [(rng.randint(2, 19), rng.randint(2, 19)) for _ in range(n)]
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ---------------------------------------------------------------------------------------- TRL
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression.
+
+    Args:
+        expression: The arithmetic expression to evaluate, for example "12 * 7".
+
+    Returns:
+        The value of the expression.
+    """
+    from agentic_rl.tools.calculator import evaluate_arithmetic
+
+    return str(evaluate_arithmetic(expression))
+
+
+def _completion_text(completion) -> str:
+    if isinstance(completion, str):
+        return completion
+    return "\n".join(str(m.get("content") or "") for m in completion)
+
+
+def _final_text(completion) -> str:
+    if isinstance(completion, str):
+        return completion
+    texts = [str(m.get("content") or "") for m in completion if m.get("role") == "assistant"]
+    return texts[-1] if texts else ""
+
+
+def product_reward(completions, answer, **kwargs):
+    return [float(str(a) in _completion_text(c).replace(",", "")) for c, a in zip(completions, answer)]
+
+
+def final_answer_reward(completions, answer, **kwargs):
+    return [float(str(a) in _final_text(c).replace(",", "")) for c, a in zip(completions, answer)]
+
+
+def _trl_sft_warmup(model, tok, steps: int) -> None:
+    """12 plain SFT steps (batch 4) on user -> tool call -> tool -> answer conversations."""
+    opt = torch_optim(model, 1e-4)
+    side, tok.padding_side = tok.padding_side, "right"
+    model.train()
+    rng = random.Random(1)
+    for _ in range(steps):
+        texts = []
+        for _ in range(4):
+            a, b = rng.randint(2, 19), rng.randint(2, 19)
+            call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": f"{a} * {b}"}}}
+            msgs = [{"role": "user", "content": f"What is {a} * {b}? Use the calculator tool, then state the result."},
+                    {"role": "assistant", "content": "", "tool_calls": [call]},
+                    {"role": "tool", "name": "calculator", "content": str(a * b)},
+                    {"role": "assistant", "content": f"The result is {a * b}."}]
+            texts.append(tok.apply_chat_template(msgs, tools=[calculator], tokenize=False))
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
+        model(**enc, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    tok.padding_side = side
+
+
+def torch_optim(model, lr):
+    import torch
+
+    return torch.optim.AdamW(model.parameters(), lr=lr)
+
+
+def run_trl(mode: str, steps: int, max_completion: int) -> dict:
+    """TRL GRPOTrainer side; returns seconds per step and peak RSS."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from agentic_rl.policy.model_loading import resolve_model_dir
+
+    torch.manual_seed(0)
+    model_dir = resolve_model_dir("default")
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    tok.padding_side = "left"
+    suffix = "Reply with just the number." if mode == "single" else "Use the calculator tool, then state the result."
+    rows = [{"prompt": [{"role": "user", "content": f"What is {a} * {b}? {suffix}"}], "answer": a * b}
+            for a, b in _tasks(64)]
+    kwargs = {}
+    if mode == "tools":
+        from trl.chat_template_utils import qwen2_5_chat_template
+
+        tok.chat_template = qwen2_5_chat_template
+        kwargs["tools"] = [calculator]
+        _trl_sft_warmup(model, tok, 12)
+        rewards = [final_answer_reward]
+    else:
+        rewards = [product_reward]
+
+    class Timer(TrainerCallback):
+        def __init__(self):
+            self.times, self.t0 = [], 0.0
+
+        def on_step_begin(self, args, state, control, **kw):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            self.times.append(time.perf_counter() - self.t0)
+
+    timer = Timer()
+    cfg = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="trl-grpo-"), use_cpu=True, bf16=False, fp16=False,
+        per_device_train_batch_size=G, gradient_accumulation_steps=1, num_generations=G,
+        max_completion_length=max_completion, max_tool_calling_iterations=2 if mode == "tools" else None,
+        max_steps=steps, learning_rate=LR, beta=0.0, temperature=1.0, logging_steps=1, save_strategy="no",
+        report_to="none", seed=0, dataloader_num_workers=0, disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=cfg, train_dataset=Dataset.from_list(rows),
+                          processing_class=tok, callbacks=[timer], **kwargs)
+    trainer.train()
+    return {"step_s": timer.times, "peak_rss_mb": _peak_rss_mb()}
+
+
+# ----------------------------------------------------------------------------------- agentic-rl
+def _register_product_env() -> None:
+    """One-turn product questions, reward 1 if the product appears in the reply."""
+    from agentic_rl.envs import register
+    from agentic_rl.envs.base import Env
+    from agentic_rl.rewards import RewardGroup, RewardWeights, Rubric
+    from agentic_rl.rewards.rubric import RewardFunction
+    from agentic_rl.types import Message, Observation
+
+    class ProductEnv(Env):
+
+        def reset(self, seed=None, options=None):
+            self.a, self.b = _tasks(1, seed or 0)[0]
+            self.done = False
+            return Observation((Message("user", f"What is {self.a} * {self.b}? Reply with just the number."),)), {}
+
+        def step(self, action):
+            self.done = True
+            return Observation(()), 0.0, True, False, {"answer": self.a * self.b}
+
+        def rubric(self, weights=RewardWeights()):
+            def correct(t):
+                return float(str(t.turns[-1].info.get("answer")) in t.turns[-1].action.text.replace(",", ""))
+
+            return Rubric([RewardFunction("correct_answer", RewardGroup.OUTCOME, correct)], weights)
+
+    register("bench-product-v0", ProductEnv, "benchmark: one-turn products")
+
+
+def run_agentic(mode: str, steps: int, max_completion: int) -> dict:
+    """agentic-rl side: the recipe's setup, warm-up (tools mode) and rl_step."""
+    import torch
+
+    from agentic_rl.config import TrainConfig, load_config
+    from agentic_rl.trainer.recipe import rl_step, setup, warmup
+
+    _register_product_env()
+    sets = {
+        "algorithm.tasks_per_step": 1, "algorithm.group_size": G, "algorithm.lr": LR, "algorithm.kl_coef": 0.0,
+        "algorithm.steps": steps, "rollout.max_new_tokens": max_completion, "rollout.temperature": 1.0,
+        "eval.base": False, "tracking.tensorboard": False,
+    }
+    if mode == "single":
+        sets.update({"env.id": "bench-product-v0", "rollout.max_turns": 1, "warmup.enabled": False,
+                     "warmup.env_kwargs": "{}"})
+    else:
+        sets.update({"env.id": "calculator-v0", "env.kwargs": '{levels=["direct"]}', "rollout.max_turns": 3,
+                     "warmup.num_demos": 48, "warmup.batch_size": 4, "warmup.epochs": 1})
+    overrides = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sets.items()]
+    config: TrainConfig = load_config(None, overrides=overrides)
+    run_dir = tempfile.mkdtemp(prefix="arl-grpo-")
+    from pathlib import Path
+
+    run = setup(config, Path(run_dir))
+    if mode == "tools":
+        warmup(run, lambda *a: None)
+    optimizer = torch.optim.AdamW([p for p in run.model.parameters() if p.requires_grad], lr=LR)
+    times = []
+    for step in range(steps):
+        times.append(rl_step(run, step, optimizer, None)["perf/step_time_s"])
+    return {"step_s": times, "peak_rss_mb": _peak_rss_mb()}
+
+
+# ------------------------------------------------------------------------------------------ main
+def main() -> None:
+    """Run both sides in subprocesses (one at a time) and print the comparison table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=["single", "tools"], default="single")
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--max-completion", type=int, default=64)
+    parser.add_argument("--side", choices=["trl", "agentic-rl"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.side:
+        fn = run_trl if args.side == "trl" else run_agentic
+        print("RESULT " + json.dumps(fn(args.mode, args.steps, args.max_completion)))
+        return
+    results = {}
+    for side in ("agentic-rl", "trl"):
+        cmd = [sys.executable, __file__, "--side", side, "--mode", args.mode, "--steps", str(args.steps),
+               "--max-completion", str(args.max_completion)]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+        if line is None:
+            sys.exit(f"{side} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+        results[side] = json.loads(line[len("RESULT "):])
+    print(f"GRPO step, mode={args.mode}: 1 prompt x {G} completions, <= {args.max_completion} tokens, "
+          f"lr {LR}, no KL; {args.steps} steps, median without the first")
+    print(f"{'framework':<11} | {'s/step':>7} | {'all steps (s)':<40} | {'peak RSS MB':>11}")
+    med = {}
+    for side, r in results.items():
+        med[side] = statistics.median(r["step_s"][1:] or r["step_s"])
+        steps = ", ".join(f"{t:.1f}" for t in r["step_s"])
+        print(f"{side:<11} | {med[side]:>7.2f} | {steps:<40} | {r['peak_rss_mb']:>11.0f}")
+    print(f"agentic-rl / TRL step time = {med['agentic-rl'] / med['trl']:.2f}x (target <= 0.5)")
+
+
+if __name__ == "__main__":
+    main()
