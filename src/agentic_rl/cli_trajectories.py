@@ -258,13 +258,14 @@ def run_evaluation(config, model_spec: str, env_id: str, episodes: int, k: int) 
     """
     from agentic_rl.envs import make
     from agentic_rl.policy.chat import ChatFormat
-    from agentic_rl.policy.hf import HFPolicy
+    from agentic_rl.policy.fast import make_policy
     from agentic_rl.rollout import run_episodes
     from agentic_rl.trainer.eval_metrics import eval_report
 
     model, tok = load_model_spec(model_spec)
     chat = ChatFormat(tok)
-    policy = HFPolicy(model, chat.eos_token_id, tok.pad_token_id)
+    policy = make_policy(model, chat.eos_token_id, tok.pad_token_id, fast=config.model.sampler == "fast",
+                         max_batch=config.model.max_batch)
     seeds = [config.eval.seed_start + i for i in range(episodes) for _ in range(k)]
     from agentic_rl.trainer.recipe import permission_kwargs
 
@@ -272,14 +273,16 @@ def run_evaluation(config, model_spec: str, env_id: str, episodes: int, k: int) 
     kwargs = {**permission_kwargs(config), **config.env.kwargs} if env_id == config.env.id else {}
     started = time.perf_counter()
     trajectories = []
-    for start in range(0, len(seeds), 128):
-        chunk = seeds[start:start + 128]
+    chunk_size = config.model.max_batch  # more episodes than decode together only cost KV memory
+    for start in range(0, len(seeds), chunk_size):
+        chunk = seeds[start:start + chunk_size]
         envs = [make(env_id, **kwargs) for _ in chunk]
         rubric = envs[0].rubric(config.reward)
         batch = run_episodes(policy, chat, envs, chunk, [f"eval-{s}" for s in chunk], config.rollout, greedy=k == 1)
         trajectories.extend(rubric.apply(t) for t in batch)
         for env in envs:
             env.close()
+        policy.clear_cache()
     report = eval_report(trajectories, k=k, wall_seconds=time.perf_counter() - started)
     return {"model": model_spec, "env_id": env_id, "k": k, **report}, trajectories
 

@@ -175,9 +175,11 @@ class SlotLlamaDecoder:
         return self.keys[0].shape[2]
 
     def reserve(self, slots: int, capacity: int) -> None:
-        """Grow the cache to at least ``slots`` x ``capacity`` (slots double, positions round up to 128), keeping contents."""
-        new_s = self.num_slots if slots <= self.num_slots else max(slots, 2 * self.num_slots)
-        new_c = self.capacity if capacity <= self.capacity else -(-capacity // 128) * 128
+        """Grow the cache to ``slots`` x ``capacity`` (positions: rounded up to 128, plus 128 of headroom),
+        keeping contents. Layers are reallocated one at a time, so growing holds one extra layer, not a
+        second cache."""
+        new_s = max(slots, self.num_slots)
+        new_c = self.capacity if capacity <= self.capacity else -(-capacity // 128) * 128 + 128
         if (new_s, new_c) == (self.num_slots, self.capacity):
             return
         shape = (new_s, self.num_kv, new_c, self.head_dim)

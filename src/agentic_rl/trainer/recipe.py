@@ -188,7 +188,9 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
     progress("eval", 0, 1, f"evaluating ({tag}) on {cfg.eval.size} held-out tasks")
     started = time.perf_counter()
     seeds = range(cfg.eval.seed_start, cfg.eval.seed_start + cfg.eval.size)
-    metrics, trajectories = evaluate(run.policy, run.chat, cfg.env.id, env_kwargs(run), seeds, cfg.rollout, cfg.reward)
+    # chunks of max_batch episodes: the KV of more episodes than decode together is memory, not speed
+    metrics, trajectories = evaluate(run.policy, run.chat, cfg.env.id, env_kwargs(run), seeds, cfg.rollout, cfg.reward,
+                                     batch_size=cfg.model.max_batch)
     run.policy.clear_cache()
     row = {"phase": "eval", "tag": tag, "rl_step": rl_step, "step": rl_step, **metrics,
            "perf/eval_seconds": time.perf_counter() - started}
