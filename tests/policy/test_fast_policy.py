@@ -190,3 +190,15 @@ def test_rollout_continuous_schedule_matches_turn_synchronous(model, chat):
         assert [t.token_ids for t in a.turns] == [t.token_ids for t in b.turns]
         assert a.stop_reason == b.stop_reason
     assert any(len(t.turns) > 1 for t in runs[1])  # multi-turn episodes really ran
+
+
+def test_kv_slots_grow_to_what_the_episodes_need(model, chat):
+    """A queue longer than the batch still gets exactly one KV slot per episode (memory)."""
+    ctxs = _contexts(chat, 5)
+    fast = FastPolicy(model, -1, 0, max_batch=2)
+    fast.clear_cache()  # start from a one-slot cache
+    reqs = [GenerationRequest(tuple(c), 3 + i, cache_key=f"e{i}", sample_seed=i) for i, c in enumerate(ctxs)]
+    fast.generate(reqs, SAMPLE)
+    assert fast.decoder.num_slots == 5
+    fast.clear_cache()
+    assert fast.decoder.num_slots == 1

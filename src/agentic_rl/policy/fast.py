@@ -258,7 +258,8 @@ class DecodeStream:
         """
         pol, dec = self.policy, self.policy.decoder
         base = len(self._active)
-        pol._ensure_slots(base + len(joining) + len(pol._slot_of) + 1)
+        # every owned slot stays owned; each joining key without a slot needs one more
+        pol._ensure_slots(len(pol._slot_of) + sum(row.key not in pol._slot_of for _, row in joining))
         ctxs = [list(row.request.context_ids) for _, row in joining]
         # reuse a slot's KV only if its ids are a proper prefix of the new context
         for _, row in joining:
