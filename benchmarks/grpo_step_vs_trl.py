@@ -89,7 +89,9 @@ def final_answer_reward(completions, answer, **kwargs):
 
 def _trl_sft_warmup(model, tok, steps: int) -> None:
     """12 plain SFT steps (batch 4) on user -> tool call -> tool -> answer conversations."""
-    opt = torch_optim(model, 1e-4)
+    import torch
+
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     side, tok.padding_side = tok.padding_side, "right"
     model.train()
     rng = random.Random(1)
@@ -109,12 +111,6 @@ def _trl_sft_warmup(model, tok, steps: int) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
     tok.padding_side = side
-
-
-def torch_optim(model, lr):
-    import torch
-
-    return torch.optim.AdamW(model.parameters(), lr=lr)
 
 
 def run_trl(mode: str, steps: int, max_completion: int) -> dict:

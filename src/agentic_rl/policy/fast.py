@@ -236,8 +236,8 @@ class DecodeStream:
                 pol._free(row.key)
         return done
 
-    def _place(self, key: str, target: int) -> int:
-        """Move ``key``'s slot (allocating one if needed) to slot ``target``; returns the old length."""
+    def _place(self, key: str, target: int) -> None:
+        """Move ``key``'s slot (allocating one if needed) to slot ``target``."""
         pol = self.policy
         slot = pol._slot_of.get(key)
         if slot is None:
@@ -248,7 +248,6 @@ class DecodeStream:
             pol._owner[free], pol._kv_ids[free] = key, []
             pol._slot_of[key] = slot = free
         pol._swap(slot, target)
-        return len(pol._kv_ids[target])
 
     def _admit(self, joining: list[tuple[int, _Row]]) -> torch.Tensor:
         """Give each joining row a slot after the live ones and encode its new tokens.
@@ -262,9 +261,8 @@ class DecodeStream:
         pol._ensure_slots(len(pol._slot_of) + sum(row.key not in pol._slot_of for _, row in joining))
         ctxs = [list(row.request.context_ids) for _, row in joining]
         # reuse a slot's KV only if its ids are a proper prefix of the new context
-        for _, row in joining:
+        for (_, row), ctx in zip(joining, ctxs):
             slot = pol._slot_of.get(row.key)
-            ctx = list(row.request.context_ids)
             if slot is not None and not (len(pol._kv_ids[slot]) < len(ctx) and ctx[: len(pol._kv_ids[slot])] == pol._kv_ids[slot]):
                 pol._kv_ids[slot] = []
         need = max(len(c) + r.request.max_new_tokens for c, (_, r) in zip(ctxs, joining))
