@@ -101,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     chat = ChatFormat(tokenizer)
     policy = None
     if args.model:
-        from agentic_rl.policy.hf import HFPolicy
+        from agentic_rl.policy.fast import make_policy
 
-        policy = HFPolicy(load_model(model_dir), chat.eos_token_id, tokenizer.pad_token_id)
+        policy = make_policy(load_model(model_dir), chat.eos_token_id, tokenizer.pad_token_id)
     seeds = list(range(SEED_START, SEED_START + args.episodes))
     command = "python benchmarks/env_baselines.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     lines = [f"Success on seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} episodes per env; mean total reward in "
@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         cells = [_cell(naive), _cell(oracle)]
         if policy is not None:
             _, trajectories = evaluate(policy, chat, env_id, config.env.kwargs, seeds, config.rollout, config.reward,
-                                       batch_size=16)
+                                       batch_size=64)
+            policy.clear_cache()
             cells.append(_cell(trajectories))
         line = f"| {env_id} | " + " | ".join(cells) + f" | {time.perf_counter() - started:.0f} |"
         lines.append(line)

@@ -115,10 +115,10 @@ def main() -> None:
     if args.model:
         import torch
 
-        from agentic_rl.policy.hf import HFPolicy
+        from agentic_rl.policy.fast import make_policy
 
         model = load_model(model_dir)
-        policy = HFPolicy(model, chat.eos_token_id, tokenizer.pad_token_id, generator=torch.Generator().manual_seed(0))
+        policy = make_policy(model, chat.eos_token_id, tokenizer.pad_token_id, generator=torch.Generator().manual_seed(0))
     seeds = list(range(SEED_START, SEED_START + args.episodes))
     header = "| env | random | oracle |" + (" model |" if policy else "") + " seconds |"
     print(header)
@@ -135,7 +135,8 @@ def main() -> None:
         oracle = scripted(chat, env_id, seeds, rollout, lambda env, _rng: env.oracle_reply() or "")
         cells = [_fmt(rand), _fmt(oracle)]
         if policy is not None:
-            _, trajs = evaluate(policy, chat, env_id, {}, seeds, rollout, RewardWeights(), batch_size=16)
+            _, trajs = evaluate(policy, chat, env_id, {}, seeds, rollout, RewardWeights(), batch_size=64)
+            policy.clear_cache()
             cells.append(_fmt(_row(trajs)))
         print(f"| {env_id} | " + " | ".join(cells) + f" | {time.perf_counter() - started:.0f} |", flush=True)
 
