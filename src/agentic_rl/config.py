@@ -268,7 +268,7 @@ _POSITIVE = {
     "rollout.max_turns", "rollout.max_new_tokens", "rollout.max_total_tokens", "rollout.temperature",
     "model.lora_rank", "model.max_batch", "checkpoint_every",
 }
-_NON_NEGATIVE = {"algorithm.time_budget_s", "algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
+_NON_NEGATIVE = {"rollout.context_max_tokens", "algorithm.time_budget_s", "algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
                  "algorithm.value_clip", "algorithm.value_lr", "algorithm.std_eps", "algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads"}
 
 

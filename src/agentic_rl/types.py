@@ -162,6 +162,14 @@ class Trajectory:
     ``token_ids``/``loss_mask``/``logprobs`` are the concatenation of the turns' spans plus any
     trailing environment tokens; length T each.
 
+    Segments: when the context was rebuilt during the episode (an env's context reset, or a
+    context budget that elided history; see :mod:`agentic_rl.rollout.context`), the stream is
+    a concatenation of *segments*, each a sequence the policy was fed from scratch: segment k
+    is ``token_ids[segment_starts[k]:segment_starts[k + 1]]`` and its first tokens are its
+    rebuilt prompt (loss mask 0). Each sampled token was conditioned on its own segment's
+    prefix only, so training scores every segment as its own sequence. One segment (the
+    default ``(0,)``) is the ordinary case.
+
     Attributes:
         env_id: registered id of the env, e.g. ``calculator-v0``.
         seed: seed passed to ``reset`` (same seed ⇒ same task).
@@ -174,6 +182,7 @@ class Trajectory:
         reward: total scored reward (None until scored).
         reward_components: named component values (unweighted) from the rubric.
         info: free metadata (task level, answer, failure message, ...).
+        segment_starts: ascending token indices where segments start; the first is 0.
     """
 
     env_id: str
@@ -189,6 +198,13 @@ class Trajectory:
     reward: float | None = None
     reward_components: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    segment_starts: tuple[int, ...] = (0,)
+
+    @property
+    def segments(self) -> tuple[tuple[int, int], ...]:
+        """``[start, end)`` token ranges of the segments, in order (one ``(0, T)`` without resets)."""
+        ends = (*self.segment_starts[1:], len(self.token_ids))
+        return tuple(zip(self.segment_starts, ends))
 
     @property
     def terminated(self) -> bool:

@@ -68,3 +68,13 @@ def test_version_1_records_still_read(make_trajectory):
     record = trajectory_to_record(make_trajectory())
     record["schema_version"] = 1  # v1 had the same required fields, fewer optional keys
     assert trajectory_from_record(record) == make_trajectory()
+
+
+def test_segment_starts_round_trip_and_old_records_have_one_segment(make_trajectory):
+    import dataclasses
+
+    t = dataclasses.replace(make_trajectory(), segment_starts=(0, 4))
+    record = json.loads(json.dumps(trajectory_to_record(t)))
+    assert record["segment_starts"] == [0, 4] and trajectory_from_record(record) == t
+    del record["segment_starts"]  # written before segments existed
+    assert trajectory_from_record(record).segment_starts == (0,)

@@ -214,3 +214,22 @@ def test_concurrent_writers_never_clobber_each_other(tmp_path):
     by_writer = {w: sorted(r["step"] for r in store.read() if r["writer"] == w) for w in "ab"}
     assert by_writer == {w: sorted(list(range(25)) * 3) for w in "ab"}
     assert not list((tmp_path / "t").glob(".*"))
+
+
+def test_segment_starts_have_a_column_and_old_shards_read_as_one_segment(tmp_path, make_trajectory):
+    import dataclasses
+
+    import pyarrow as pa
+
+    from agentic_rl.trajectories.arrow_schema import records_to_table
+
+    store = TrajectoryStore(tmp_path / "t")
+    t = dataclasses.replace(make_trajectory(0), segment_starts=(0, 4))
+    store.append([trajectory_to_record(t)])
+    assert store.table().column("segment_starts").to_pylist() == [[0, 4]]
+    # a shard written before the column existed: same schema minus segment_starts
+    old = records_to_table([trajectory_to_record(make_trajectory(1))]).drop_columns(["segment_starts"])
+    assert isinstance(old, pa.Table)
+    pq.write_table(old, tmp_path / "t" / "part-999999.parquet")
+    back = {x.trajectory_id: x for x in store.read_trajectories()}
+    assert back[t.trajectory_id] == t and back[make_trajectory(1).trajectory_id].segment_starts == (0,)

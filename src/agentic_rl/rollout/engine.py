@@ -23,9 +23,23 @@ Two schedules, same trajectories:
 With ``sample_seed`` set, each request carries a seed derived from (sample_seed, episode index,
 turn), so the sampled tokens do not depend on the schedule or on batch composition.
 
+Segments (context rebuilds, see :mod:`agentic_rl.rollout.context`). When an env step sets
+``info["context_reset"]``, or when ``context_max_tokens`` is set and the next turn's context
+would exceed it, the engine does not splice a rewritten prompt into the running stream: it
+closes the current *segment* (its ids, mask and logprobs stay as sampled) and starts a new one
+whose first tokens are the rebuilt prompt, ``chat.encode(chat.render_prompt(messages))`` with
+loss mask 0, where ``messages`` is the conversation since the last reset (the system message
+kept) or, with a budget, :meth:`ContextBuilder.build` of it (old turns elided with a visible
+marker). Requests carry only the current segment's ids and a cache key of their own per
+segment, so a policy's KV cache is never continued across segments (a new segment is a fresh
+prefill). ``Trajectory.segment_starts`` records where each segment starts; training scores
+every segment as its own sequence. Without resets and with ``context_max_tokens = 0`` the
+stream is exactly the single-segment stream of before.
+
 The trajectory's token stream is exactly what the model was fed and what it sampled; training
 never re-tokenizes decoded text (DESIGN.md, decision 1). Budgets: ``max_turns`` policy turns,
-``max_new_tokens`` sampled per turn, ``max_total_tokens`` for the whole token stream. An env
+``max_new_tokens`` sampled per turn, ``max_total_tokens`` for the token stream of one segment
+(the whole stream when the context is never rebuilt). An env
 that raises marks its episode ``StopReason.ERROR`` (excluded from training), never crashes
 the batch.
 """
@@ -44,6 +58,7 @@ from typing import Any
 from agentic_rl.envs.base import Env
 from agentic_rl.policy.base import GenerationRequest, Policy, SamplingParams
 from agentic_rl.policy.chat import ChatFormat
+from agentic_rl.rollout.context import ContextBudgetError, ContextBuilder
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.types import Action, Message, Observation, StopReason, ToolResult, Trajectory, Turn
 
@@ -57,18 +72,28 @@ class RolloutConfig:
     Attributes:
         max_turns: most policy turns per episode (then ``StopReason.MAX_TURNS``).
         max_new_tokens: most tokens sampled in one turn (a longer reply is cut).
-        max_total_tokens: most tokens in an episode's whole stream (then ``MAX_TOKENS``).
+        max_total_tokens: most tokens in one segment of an episode's stream, i.e. the longest
+            sequence the policy is fed (then ``MAX_TOKENS``); without context rebuilds the whole
+            stream. ``max_turns`` bounds the number of segments.
         temperature: sampling temperature for training rollouts.
+        context_max_tokens: most tokens of the context fed to the policy before a turn (the
+            current segment's prompt); when the next turn's context would exceed it, history is
+            elided by the :class:`~agentic_rl.rollout.context.ContextBuilder` into a new segment
+            (a segment is then at most ``context_max_tokens + max_new_tokens`` long). 0 = off:
+            the context only grows (within ``max_total_tokens``).
     """
 
     max_turns: int = 3
     max_new_tokens: int = 48
     max_total_tokens: int = 1024
     temperature: float = 1.0
+    context_max_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.max_new_tokens < 1 or self.max_total_tokens < 2:
             raise ValueError("rollout budgets: max_turns and max_new_tokens must be >= 1, max_total_tokens >= 2")
+        if self.context_max_tokens < 0:
+            raise ValueError(f"context_max_tokens must be >= 0 (0 = off), got {self.context_max_tokens}")
 
 
 @dataclass
@@ -85,6 +110,15 @@ class _Episode:
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     stop: StopReason | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    conversation: list[Message] = field(default_factory=list)  # since the last context reset, never elided
+    segment_starts: list[int] = field(default_factory=lambda: [0])
+    stale_keys: list[str] = field(default_factory=list)  # cache keys of closed segments, to release
+
+    @property
+    def cache_key(self) -> str:
+        """The policy cache key of the current segment (the episode's key for the first)."""
+        n = len(self.segment_starts) - 1
+        return self.key if n == 0 else f"{self.key}#seg{n}"
 
     def extend(self, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None = None) -> None:
         self.ids.extend(ids)
@@ -152,10 +186,10 @@ def _request(ep: _Episode, index: int, config: RolloutConfig, sample_seed: int |
         digest = hashlib.blake2b(f"{sample_seed}:{index}:{turn}".encode(), digest_size=8).digest()
         seed = int.from_bytes(digest, "little")
     return GenerationRequest(
-        tuple(ep.ids),
-        min(config.max_new_tokens, config.max_total_tokens - len(ep.ids)),
+        tuple(ep.ids[ep.segment_starts[-1] :]),  # the current segment: what the policy is fed
+        min(config.max_new_tokens, config.max_total_tokens - (len(ep.ids) - ep.segment_starts[-1])),
         episode_index=index,
-        cache_key=ep.key,
+        cache_key=ep.cache_key,
         sample_seed=seed,
     )
 
@@ -192,10 +226,12 @@ def _run_continuous(policy, chat: ChatFormat, episodes: list[_Episode], config: 
                         future.result()  # _step handles env errors itself; anything else is a bug
                 for i in sorted(ready):
                     ep = episodes[i]
+                    while ep.stale_keys:  # a closed segment's KV is never continued
+                        stream.release(ep.stale_keys.pop())
                     if ep.stop is None:
                         stream.submit(_request(ep, i, config, sample_seed))
                     else:
-                        stream.release(ep.key)
+                        stream.release(ep.cache_key)
         finally:
             if pool is not None:
                 pool.shutdown(wait=True)
@@ -210,7 +246,12 @@ def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
         return
     ep.info.update(info)
     ep.messages.extend(obs.messages)
-    ep.extend(chat.encode(chat.render_prompt(obs.messages)), 0)
+    ep.conversation = list(obs.messages)
+    prompt = _prompt_ids(ep, chat, config)
+    if prompt is None:
+        ep.stop = StopReason.MAX_TOKENS
+        return
+    ep.extend(prompt, 0)
     if len(ep.ids) >= config.max_total_tokens:
         ep.stop = StopReason.MAX_TOKENS
 
@@ -250,13 +291,52 @@ def _step(ep: _Episode, chat: ChatFormat, config: RolloutConfig, sampled: list[i
         )
     )
     ep.span_start = len(ep.ids)
+    if info.get("context_reset"):  # the env wiped the conversation: keep the system message only
+        ep.conversation = [m for m in ep.conversation[:1] if m.role == "system"] + list(obs.messages)
+    else:
+        ep.conversation += [Message("assistant", text), *obs.messages]
     if ep.stop is None:
         continuation = chat.encode(chat.render_continuation(obs.messages, reply_closed=finished))
-        if len(ep.ids) + len(continuation) >= config.max_total_tokens:
+        segment = len(ep.ids) - ep.segment_starts[-1]
+        if info.get("context_reset") or 0 < config.context_max_tokens < segment + len(continuation):
+            _new_segment(ep, chat, config)
+        elif segment + len(continuation) >= config.max_total_tokens:
             ep.stop = StopReason.MAX_TOKENS
+        else:
+            ep.extend(continuation, 0)
+        if ep.stop is not None:
             return
-        ep.extend(continuation, 0)
     ep.messages.extend(obs.messages)
+
+
+def _prompt_ids(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> list[int] | None:
+    """Token ids of a segment's first prompt: ``ep.conversation`` rendered whole or, when it
+    exceeds ``context_max_tokens``, as the :class:`ContextBuilder` fits it (None: the system
+    prompt and task alone exceed the budget)."""
+    ids = chat.encode(chat.render_prompt(ep.conversation))
+    if config.context_max_tokens == 0 or len(ids) <= config.context_max_tokens:
+        return ids
+    if len(ep.conversation) < 2:
+        return None
+    builder = ContextBuilder(lambda text: len(chat.encode(text)), config.context_max_tokens, render=chat.render_prompt)
+    system, task, *history = ep.conversation
+    try:
+        built = builder.build(system, task, history)
+    except ContextBudgetError:
+        log.warning("episode %s: system prompt and task exceed context_max_tokens", ep.key)
+        return None
+    return chat.encode(chat.render_prompt(built.messages))
+
+
+def _new_segment(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
+    """Close the current segment and start one whose first tokens are the rebuilt prompt (mask 0)."""
+    prompt = _prompt_ids(ep, chat, config)
+    if prompt is None or len(prompt) >= config.max_total_tokens:
+        ep.stop = StopReason.MAX_TOKENS
+        return
+    ep.stale_keys.append(ep.cache_key)
+    ep.segment_starts.append(len(ep.ids))
+    ep.extend(prompt, 0)
 
 
 def _finish(ep: _Episode, seconds: float) -> Trajectory:
@@ -272,4 +352,5 @@ def _finish(ep: _Episode, seconds: float) -> Trajectory:
         logprobs=tuple(ep.logprobs),
         stop_reason=ep.stop or StopReason.ERROR,
         info={**ep.info, "rollout_seconds": seconds},
+        segment_starts=tuple(ep.segment_starts),
     )

@@ -99,6 +99,7 @@ def truncate_trajectory(trajectory: Trajectory, k: int) -> Trajectory:
         token_ids=trajectory.token_ids[:length],
         loss_mask=trajectory.loss_mask[:length],
         logprobs=trajectory.logprobs[:length],
+        segment_starts=tuple(s for s in trajectory.segment_starts if s < length) or (0,),
         stop_reason=StopReason.MAX_TURNS,
         reward=None,
         reward_components={},

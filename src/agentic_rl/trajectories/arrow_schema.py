@@ -31,6 +31,8 @@ turns                  list<struct<...>>: index, action_text, tool_calls (id, na
 token_ids              list<int32>, length T
 loss_mask              list<int8>, length T (1 = sampled by the policy)
 logprobs               list<float64>, length T (sampling logprobs, 0.0 off the mask)
+segment_starts         list<int64>: token indices where the stream's segments start (rebuilt
+                       contexts); null in shards written before the column existed (= [0])
 timings                list<struct<name: string, value: float64>> (seconds)
 info_json              string: the trajectory's free ``info`` dict as JSON
 extra_json             string: any other top-level record keys as JSON
@@ -94,6 +96,7 @@ SCHEMA = pa.schema([
     ("token_ids", pa.list_(pa.int32())),
     ("loss_mask", pa.list_(pa.int8())),
     ("logprobs", pa.list_(pa.float64())),
+    ("segment_starts", pa.list_(pa.int64())),
     ("timings", _NAMED),
     ("info_json", pa.string()),
     ("extra_json", pa.string()),
@@ -104,7 +107,7 @@ _COLUMN_EXTRAS = ("run_id", "phase", "tag", "step", "rl_step", "policy_version",
 _RECORD_KEYS = frozenset({
     "schema_version", "env_id", "seed", "group_id", "trajectory_id", "messages", "turns",
     "token_ids", "loss_mask", "logprobs", "stop_reason", "reward", "reward_components", "info",
-    "env_kwargs", "advantages", "timings", *_COLUMN_EXTRAS,
+    "env_kwargs", "advantages", "timings", "segment_starts", *_COLUMN_EXTRAS,
 })
 
 
@@ -168,6 +171,7 @@ def record_to_row(record: dict[str, Any]) -> dict[str, Any]:
             "token_ids": record["token_ids"],
             "loss_mask": record["loss_mask"],
             "logprobs": record["logprobs"],
+            "segment_starts": record.get("segment_starts"),
             "timings": _named(record.get("timings")),
             "info_json": _dumps(record["info"]),
             "extra_json": _dumps(extra) if extra else None,
@@ -226,6 +230,8 @@ def row_to_record(row: dict[str, Any]) -> dict[str, Any]:
         record["env_kwargs"] = json.loads(row["env_kwargs_json"])
     if row.get("advantage_turn") is not None or row.get("advantage_token") is not None:
         record["advantages"] = {"turn": row.get("advantage_turn"), "token": row.get("advantage_token")}
+    if row.get("segment_starts") is not None:
+        record["segment_starts"] = row["segment_starts"]
     if row.get("timings") is not None:
         record["timings"] = {c["name"]: c["value"] for c in row["timings"]}
     if row.get("extra_json"):

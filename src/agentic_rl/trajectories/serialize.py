@@ -28,6 +28,9 @@ Optional top-level keys with a meaning (the store gives them columns): ``run_id`
 ``tag``, ``step``, ``rl_step``, ``policy_version`` (optimizer updates of the sampling policy),
 ``env_kwargs`` (constructor kwargs, for replay), ``advantage`` (scalar), ``advantages``
 (``{"turn": [float], "token": [float]}``) and ``timings`` (``{name: seconds}``).
+
+``segment_starts`` (``[int]``, the trajectory's field) is written for every trajectory; a record
+without it (written before segments existed) reads back with one segment, ``(0,)``.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ TRAJECTORY_KEYS = frozenset(
         "reward",
         "reward_components",
         "info",
+        "segment_starts",
     }
 )
 
@@ -137,6 +141,7 @@ def trajectory_to_record(traj: Trajectory, **extra: Any) -> dict[str, Any]:
         "reward": traj.reward,
         "reward_components": dict(traj.reward_components),
         "info": dict(traj.info),
+        "segment_starts": list(traj.segment_starts),
     }
     record.update(extra)
     return record
@@ -209,6 +214,7 @@ def trajectory_from_record(record: dict[str, Any]) -> Trajectory:
             reward=record["reward"],
             reward_components=record["reward_components"],
             info=record["info"],
+            segment_starts=tuple(int(s) for s in record.get("segment_starts") or (0,)),
         )
     except KeyError as exc:
         raise ValueError(f"trajectory record is missing field {exc.args[0]!r}") from exc
