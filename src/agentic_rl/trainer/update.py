@@ -13,6 +13,9 @@ al. 2024, arXiv:2402.03300)::
 
 ``old_logp`` is the logprob recorded at sampling (the behaviour policy), so ρ corrects any
 mismatch between the sampler and the trainer; ``train/logprob_diff`` logs that mismatch.
+A trajectory whose context was rebuilt during the rollout (several ``segment_starts``) is scored
+one segment per sequence (:mod:`agentic_rl.trainer.scoring`), so ρ compares each token under the
+prefix it was sampled from; the trajectory's advantage applies to every segment's sampled tokens.
 
 Advantages come in one of three ways: one number per trajectory (broadcast to its tokens),
 one number per token (turn-level credit spread over each turn's tokens), or — with a
