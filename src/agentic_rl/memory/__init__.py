@@ -7,7 +7,9 @@ with a documented policy when full); the toolkit's events go into the step info,
 :mod:`agentic_rl.memory.metrics` turns them into metrics and reward components.
 
 Layer rule: this package imports the standard library, ``bm25s``, :mod:`agentic_rl.types` and
-:mod:`agentic_rl.tools`; never torch.
+:mod:`agentic_rl.tools`; never torch. The optional dense retrieval of
+:mod:`agentic_rl.memory.embeddings` (extra ``embeddings``) loads sentence-transformers, and so
+torch, only when a :class:`~agentic_rl.memory.embeddings.MiniLMEmbedder` is built.
 """
 
 from agentic_rl.memory.store import (

@@ -45,6 +45,11 @@ Retrieval
     positive score are returned, best first, ties by smaller id. The index is rebuilt per
     search (the corpus of one namespace is small, bounded by ``max_entries``).
 
+    With an ``embedder`` (e.g. :class:`agentic_rl.memory.embeddings.MiniLMEmbedder`, extra
+    ``embeddings``), entries are ranked by the cosine similarity of their embedding (text and
+    tags) to the query's instead; entries above ``min_similarity`` are returned, best first,
+    ties by smaller id.
+
 Concurrency: every operation is one SQLite transaction (``BEGIN IMMEDIATE`` for writes), so
 several processes may share a file. The store is not thread-safe; use one object per thread.
 """
@@ -55,6 +60,7 @@ import enum
 import json
 import sqlite3
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,6 +158,9 @@ class MemoryStore:
         max_entries: most entries of this ``(scope, namespace)`` (>= 1).
         max_chars: longest entry text in characters (>= 1).
         when_full: ``"refuse"`` or ``"evict_lru"`` (module docstring).
+        embedder: ``texts -> one vector per text``; when given, :meth:`search` ranks by cosine
+            similarity instead of BM25 (module docstring). None: BM25.
+        min_similarity: with an embedder, the similarity a hit must exceed (in [-1, 1]).
 
     Raises:
         ValueError: an unknown scope or ``when_full``, a wrong namespace, a limit < 1.
@@ -159,7 +168,9 @@ class MemoryStore:
     """
 
     def __init__(self, path: str | Path = ":memory:", *, scope: Scope | str = Scope.EPISODE, namespace: str = "",
-                 max_entries: int = 64, max_chars: int = 500, when_full: str = "refuse"):
+                 max_entries: int = 64, max_chars: int = 500, when_full: str = "refuse",
+                 embedder: Callable[[Sequence[str]], Sequence[Sequence[float]]] | None = None,
+                 min_similarity: float = 0.0):
         try:
             self.scope = Scope(scope)
         except ValueError:
@@ -180,6 +191,10 @@ class MemoryStore:
         self.max_entries = max_entries
         self.max_chars = max_chars
         self.when_full = when_full
+        if not -1.0 <= min_similarity <= 1.0:
+            raise ValueError(f"min_similarity must be in [-1, 1], got {min_similarity!r}")
+        self.embedder = embedder
+        self.min_similarity = float(min_similarity)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
@@ -214,7 +229,7 @@ class MemoryStore:
         return _entry(row)
 
     def search(self, query: str, k: int = 3, *, step: int = 0, count_use: bool = True) -> list[SearchHit]:
-        """The ``k`` best entries for ``query`` by BM25 (module docstring), best first.
+        """The ``k`` best entries for ``query`` by BM25 or embeddings (module docstring), best first.
 
         Args:
             query: free text.
@@ -223,7 +238,8 @@ class MemoryStore:
             count_use: add 1 to the returned entries' ``uses`` (False for inspection).
 
         Returns:
-            hits with a positive score, at most ``k``; ``[]`` for an empty store or no match.
+            hits with a positive BM25 score (with an embedder: a similarity above
+            ``min_similarity``), at most ``k``; ``[]`` for an empty store or no match.
 
         Raises:
             ValueError: ``k`` < 1 or ``query`` is not a string.
@@ -233,8 +249,15 @@ class MemoryStore:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
         entries = self.entries()
-        scores = bm25_scores(query, [" ".join((e.text, *e.tags)) for e in entries])
-        ranked = sorted((i for i, s in enumerate(scores) if s > 0.0), key=lambda i: (-scores[i], entries[i].id))[:k]
+        documents = [" ".join((e.text, *e.tags)) for e in entries]
+        if self.embedder is None:
+            scores, floor = bm25_scores(query, documents), 0.0
+        else:
+            from agentic_rl.memory.embeddings import cosine_similarities
+
+            vectors = list(self.embedder([query, *documents])) if documents else []
+            scores, floor = (cosine_similarities(vectors[0], vectors[1:]) if documents else []), self.min_similarity
+        ranked = sorted((i for i, s in enumerate(scores) if s > floor), key=lambda i: (-scores[i], entries[i].id))[:k]
         hits = [SearchHit(entries[i], float(scores[i])) for i in ranked]
         if hits and count_use:
             with self._transaction():
