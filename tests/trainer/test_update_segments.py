@@ -57,3 +57,19 @@ def test_sft_on_segments_runs_and_counts_every_sampled_token(model, trajectories
     # recorded logprobs are exact, so the SFT loss is minus their mean
     recorded = [lp for t in trajectories for lp, m in zip(t.logprobs[1:], t.loss_mask[1:]) if m]
     assert stats["train/loss"] == pytest.approx(-sum(recorded) / len(recorded), abs=1e-4)
+
+
+def test_critic_gae_runs_over_every_segment_of_a_trajectory(model, trajectories):
+    """V ≡ 0 at the start, γ = λ = 1, reward 1 on the last token: every sampled token of both
+    segments gets advantage (return) 1; prompts and env text get 0."""
+    from agentic_rl.trainer.critic import ValueModel, hidden_size
+    from agentic_rl.trainer.update import CriticSetup
+
+    rewards = [[0.0] * (len(t.token_ids) - 1) + [1.0] for t in trajectories]
+    head = ValueModel(hidden_size(model), lr=1e-2)
+    used: list = []
+    policy_gradient_update(model, torch.optim.SGD(model.parameters(), lr=0.0), trajectories, None, micro_batch_size=2,
+                           critic=CriticSetup(head.head, head.optimizer, rewards, gamma=1.0, lam=1.0),
+                           advantages_out=used)
+    for t, row in zip(trajectories, used):
+        assert row == [1.0 if m and i > 0 else 0.0 for i, m in enumerate(t.loss_mask)]
