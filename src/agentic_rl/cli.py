@@ -1,5 +1,8 @@
 """Command line: ``agentic-rl train | eval | envs | audit | replay | view | export | compare``.
 
+Under ``torchrun --nproc-per-node W -m agentic_rl.cli train …`` the W processes train data-parallel
+(:mod:`agentic_rl.trainer.scale`); rank 0 alone prints progress and writes the run directory.
+
 Errors caused by user input (a wrong config key, an unknown env id, a missing model path or
 run directory) print one line ``error: …`` naming the culprit and exit with status 2.
 """
@@ -143,17 +146,34 @@ def _cmd_train(args) -> int:
     sets = env_overrides(args.env, args.set) if args.env else args.set
     if resume is not None and args.env:
         raise AgenticRLError("--resume continues a run with its own config.toml; --env cannot be combined with it")
+    sets = sets + scale_overrides(args)
+    if resume is not None and (args.num_env_workers is not None or args.ray_address is not None):
+        raise AgenticRLError("--resume continues a run with its own config.toml ([scale] included); "
+                             "--num-env-workers/--ray-address cannot be combined with it")
     config = None if resume else load_config(args.config, sets)
     if config is not None:
         from agentic_rl.trainer.recipe import validate
 
         validate(config)  # wrong env id / kwargs / model path: one error line before any output
+    if int(os.environ.get("RANK", "0")) > 0:  # torchrun: ranks > 0 train silently, rank 0 reports
+        train(config, resume=resume)
+        return 0
     with _RichProgress(console) as progress:
         if config is not None:
             console.log(f"training [bold]{config.name}[/bold] on {config.env.id} with model {config.model.path}")
         run_dir = train(config, resume=resume, progress=progress)
     _summary_table(run_dir, console)
     return 0
+
+
+def scale_overrides(args) -> list[str]:
+    """``--set`` items of ``train --num-env-workers N --ray-address ADDR`` (``[scale]`` keys)."""
+    out = []
+    if args.num_env_workers is not None:
+        out.append(f"scale.num_env_workers={args.num_env_workers}")
+    if args.ray_address is not None:
+        out.append(f"scale.ray_address={json.dumps(args.ray_address)}")
+    return out
 
 
 def _cmd_eval(args) -> int:
@@ -236,6 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
     p.add_argument("--env", metavar="ID", help="train on this env (sets env.id and the env's recipe defaults; "
                    "see agentic-rl envs)")
+    p.add_argument("--num-env-workers", type=int, metavar="N", help="run the envs in N Ray actors "
+                   "(scale.num_env_workers; 0 = in this process; needs the extra 'ray')")
+    p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster of the env workers: auto, host:port or "
+                   "ray://host:port (scale.ray_address; default: a private local Ray)")
     p.set_defaults(fn=_cmd_train)
     p = sub.add_parser("eval", help="greedy evaluation of a model on the held-out tasks")
     p.add_argument("--config")

@@ -244,6 +244,35 @@ class TrackingConfig:
 
 
 @dataclass(frozen=True)
+class ScaleConfig:
+    """``[scale]``: where the run's environments live (``agentic-rl train --num-env-workers N
+    --ray-address ADDR``). Data-parallel training needs no key here: it follows ``torchrun``
+    (see :mod:`agentic_rl.trainer.scale` and ``docs/scale_out.md``).
+
+    Attributes:
+        num_env_workers: N Ray actors that hold every env instance of the run (warm-up
+            demonstrations, RL rollouts, evaluations) behind ``RemoteEnv`` proxies; 0 (default)
+            builds the envs in the trainer process. Needs the extra ``ray``.
+        ray_address: the Ray cluster to join: ``"auto"`` (the cluster ``ray start`` runs on this
+            machine), ``"host:port"`` (its GCS address) or ``"ray://host:port"`` (Ray client);
+            empty starts a private local Ray for the run (shut down at its end).
+        env_worker_cpus: CPUs each env worker reserves in Ray's scheduler (fractions allowed).
+        env_worker_timeout_s: limit of one remote env call, in seconds; a call past it fails
+            its episode (excluded from training), never the step.
+    """
+
+    num_env_workers: int = 0
+    ray_address: str = ""
+    env_worker_cpus: float = 1.0
+    env_worker_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.ray_address and self.num_env_workers == 0:
+            raise ValueError(f"scale.ray_address is {self.ray_address!r} but scale.num_env_workers is 0: "
+                             "set --num-env-workers N (>= 1) to put the envs into Ray")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """The whole run configuration (one TOML file)."""
 
@@ -260,16 +289,18 @@ class TrainConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    scale: ScaleConfig = field(default_factory=ScaleConfig)
 
 
 _POSITIVE = {
     "algorithm.steps", "algorithm.ppo_epochs", "algorithm.tasks_per_step", "algorithm.group_size", "algorithm.micro_batch_size",
     "algorithm.lr", "warmup.num_demos", "warmup.epochs", "warmup.batch_size", "warmup.lr", "eval.size",
     "rollout.max_turns", "rollout.max_new_tokens", "rollout.max_total_tokens", "rollout.temperature",
-    "model.lora_rank", "model.max_batch", "checkpoint_every",
+    "model.lora_rank", "model.max_batch", "checkpoint_every", "scale.env_worker_timeout_s",
 }
 _NON_NEGATIVE = {"rollout.context_max_tokens", "algorithm.time_budget_s", "algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
-                 "algorithm.value_clip", "algorithm.value_lr", "algorithm.std_eps", "algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads"}
+                 "algorithm.value_clip", "algorithm.value_lr", "algorithm.std_eps", "algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads",
+                 "scale.num_env_workers", "scale.env_worker_cpus"}
 
 
 def _check_value(key: str, hint: Any, value: Any, source: str) -> Any:

@@ -98,3 +98,38 @@ def test_evaluate_builds_its_envs_in_the_workers(pool, chat):
     assert len(trajs) == 3 and all(t.stop_reason == StopReason.TERMINATED for t in trajs)
     assert metrics["eval/success"] == 0.0  # "0" is wrong for every seed's task
     assert [ray.get(a.num_envs.remote()) for a in pool.actors] == before  # evaluate closed its remote envs
+
+
+def _step_windows(pool, tiny_model_dir, chat, env_workers: int) -> list[tuple[int, tuple[float, float]]]:
+    """(worker index, step window) of 4 one-turn episodes decoded by FastPolicy on the tiny model."""
+    import torch
+
+    from agentic_rl.policy.fast import FastPolicy
+    from agentic_rl.policy.model_loading import load_model
+
+    from . import slow_env
+
+    ray.cloudpickle.register_pickle_by_value(slow_env)
+    envs = [pool.make(slow_env.SlowStepEnv, delay_s=0.5) for _ in range(4)]
+    policy = FastPolicy(load_model(tiny_model_dir), chat.eos_token_id, chat.tokenizer.pad_token_id,
+                        generator=torch.Generator().manual_seed(0))
+    got = run_episodes(policy, chat, envs, [0, 1, 2, 3], ["a", "b", "c", "d"], RolloutConfig(max_turns=1, max_new_tokens=2),
+                       sample_seed=0, env_workers=env_workers)
+    for env in envs:
+        env.close()
+    assert all(t.stop_reason == StopReason.TERMINATED for t in got)
+    return [(e.worker_index, tuple(t.turns[0].info["step_window"])) for e, t in zip(envs, got)]
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_engine_threads_overlap_remote_steps_across_workers(pool, tiny_model_dir, chat):
+    """Continuous schedule (FastPolicy): env steps run on the engine's threads, so steps of
+    episodes on different workers run at the same time; inline (env_workers=0) they do not."""
+    threaded = _step_windows(pool, tiny_model_dir, chat, env_workers=4)
+    assert {w for w, _ in threaded} == {0, 1}
+    assert any(_overlap(a, b) for (wa, a) in threaded for (wb, b) in threaded if wa != wb)
+    inline = _step_windows(pool, tiny_model_dir, chat, env_workers=0)
+    assert not any(_overlap(a, b) for i, (_, a) in enumerate(inline) for (_, b) in inline[i + 1:])

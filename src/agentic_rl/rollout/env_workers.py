@@ -14,12 +14,20 @@ Failures: an exception inside the env, or a dead actor, or a call past ``timeout
 by the proxy's ``reset``/``step`` as :class:`EnvWorkerError`; the engine then marks that episode
 ``StopReason.ERROR`` (excluded from training), as it does for a local env that raises.
 
-Concurrency. ``run_episodes`` steps the live episodes one after another, so through it the
-proxies give isolation (envs and sandboxes off the trainer's process and machine), not overlap.
-:meth:`EnvWorkerPool.step_many` and :meth:`EnvWorkerPool.reset_many` issue the calls of a whole
-batch at once and wait for all of them; with them, tool calls on different workers overlap
-(``benchmarks/ray_env_workers.py`` measures both ways). A rollout engine that collects a turn's
-actions first and steps them together would get that overlap through ``step_many``.
+Concurrency. Through ``run_episodes`` it depends on the decode schedule. With a policy that has
+a continuous decode stream (:class:`~agentic_rl.policy.fast.FastPolicy`, the recipe's default
+sampler) the engine runs each finished turn's ``env.step`` on one of its ``env_workers`` threads
+(default 4) while decoding goes on; a proxy waits in ``ray.get``, which releases the GIL, so steps
+of episodes held by different workers run at the same time (an actor runs one call at a time:
+at most min(threads, N) steps overlap; ``tests/rollout/test_env_workers.py`` checks it). Resets,
+and every step of the turn-synchronous schedule (any other policy, e.g. ``ScriptedPolicy`` or
+``HFPolicy``), go one after another: there the proxies give isolation (envs and sandboxes off the
+trainer's process and machine), not overlap. :meth:`EnvWorkerPool.step_many` and
+:meth:`EnvWorkerPool.reset_many` issue the calls of a whole batch at once and wait for all of
+them (``benchmarks/ray_env_workers.py`` measures them against the engine).
+
+``reset`` adds ``env_worker_pid`` and ``env_worker_host`` to the env's reset info (so each
+trajectory's ``info`` says where its env ran).
 
 Requires the optional extra ``ray`` (``pip install 'agentic-rl[ray]'``, Ray 2.60).
 """
@@ -27,6 +35,8 @@ Requires the optional extra ``ray`` (``pip install 'agentic-rl[ray]'``, Ray 2.60
 from __future__ import annotations
 
 import itertools
+import os
+import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -70,8 +80,10 @@ class EnvWorker:
         return instance.env_id
 
     def reset(self, handle: int, seed: int | None, options: dict[str, Any] | None):
-        """``env.reset`` of the instance ``handle``."""
-        return self.envs[handle].reset(seed=seed, options=options)
+        """``env.reset`` of the instance ``handle``; its info gains ``env_worker_pid`` and
+        ``env_worker_host`` (this actor's process id and host name)."""
+        observation, info = self.envs[handle].reset(seed=seed, options=options)
+        return observation, {**info, "env_worker_pid": os.getpid(), "env_worker_host": socket.gethostname()}
 
     def step(self, handle: int, action: Action):
         """``env.step`` of the instance ``handle``."""

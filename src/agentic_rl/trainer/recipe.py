@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
+import functools
 import logging
 import random
 import time
@@ -42,10 +42,16 @@ from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
 from agentic_rl.trainer.credit import ALGORITHMS, CRITIC_ALGORITHMS, assign_credit, turn_means
 from agentic_rl.trainer.critic import ValueModel, hidden_size
+from agentic_rl.trainer.distributed import DataParallelOptimizer, all_reduce_sum, broadcast_parameters, data_parallel_update, shard
 from agentic_rl.trainer.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from agentic_rl.errors import ConfigError
 from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
+from agentic_rl.trainer.outputs import export_model, write_summary
 from agentic_rl.trainer.report import write_report
+from agentic_rl.trainer.scale import (
+    NullMetricsLog, ScaleOut, all_gather_items, broadcast_from_main, check_scale, gather_to_main, launched_world_size,
+    replica_digests, scale_out,
+)
 from agentic_rl.trainer.run_dir import MetricsLog, new_run_dir, truncate_after
 from agentic_rl.trainer.tracking import run_metrics_log
 from agentic_rl.trainer.update import CriticSetup, policy_gradient_update, sft_update
@@ -78,6 +84,7 @@ class Run:
     evals: list[dict[str, Any]]
     timings: dict[str, float]
     critic: ValueModel | None = None
+    scale: ScaleOut = dataclasses.field(default_factory=ScaleOut)  # rank and env placement
 
 
 def validate(config: TrainConfig) -> Path:
@@ -88,7 +95,8 @@ def validate(config: TrainConfig) -> Path:
 
     Raises:
         UnknownEnvError: ``env.id`` is not registered.
-        ConfigError: the env rejects ``env.kwargs`` or ``warmup.env_kwargs``.
+        ConfigError: the env rejects ``env.kwargs`` or ``warmup.env_kwargs``; ``[scale]`` names
+            an unreachable Ray cluster (see :func:`~agentic_rl.trainer.scale.check_scale`).
         ModelNotFoundError: ``model.path`` does not exist.
     """
     base = {**permission_kwargs(config), **config.env.kwargs}
@@ -100,11 +108,13 @@ def validate(config: TrainConfig) -> Path:
     if config.algorithm.name not in ALGORITHMS:
         raise ConfigError(f"algorithm.name: unknown algorithm {config.algorithm.name!r}; "
                           f"known: {', '.join(sorted(ALGORITHMS))}")
+    check_scale(config)
     return resolve_model_dir(config.model.path)
 
 
-def setup(config: TrainConfig, run_dir: Path) -> Run:
-    """Load the model (LoRA and gradient checkpointing as configured) and open the run's logs.
+def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> Run:
+    """Load the model (LoRA and gradient checkpointing as configured) and open the run's logs
+    (on rank 0 only; under torchrun the other ranks take rank 0's initial weights).
 
     Raises:
         UnknownEnvError: ``env.id`` is not registered (checked before the model loads).
@@ -130,13 +140,17 @@ def setup(config: TrainConfig, run_dir: Path) -> Run:
         model = get_peft_model(model, lora)
     if config.model.gradient_checkpointing:
         model.gradient_checkpointing_enable()
+    scale = scale or ScaleOut()
+    broadcast_parameters(model, scale.ctx)
+    main = scale.ctx.is_main
     chat = ChatFormat(tokenizer)
     sampler = torch.Generator().manual_seed(config.seed)
     policy = make_policy(model, chat.eos_token_id, tokenizer.pad_token_id, generator=sampler,
                          fast=config.model.sampler == "fast", max_batch=config.model.max_batch)
     return Run(
         config, run_dir, model, tokenizer, chat, policy, sampler,
-        run_metrics_log(run_dir, config.tracking, config=dataclasses.asdict(config)), TrajectoryStore(run_dir / RUN_STORE_DIRNAME), [], {},
+        run_metrics_log(run_dir, config.tracking, config=dataclasses.asdict(config)) if main else NullMetricsLog(),
+        TrajectoryStore(run_dir / RUN_STORE_DIRNAME) if main else None, [], {}, scale=scale,
     )
 
 
@@ -165,9 +179,17 @@ def env_kwargs(run: Run, **extra: Any) -> dict[str, Any]:
     return kwargs
 
 
-def _optimizer(run: Run, lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
+def _optimizer(run: Run, lr: float, weight_decay: float = 0.0, max_grad_norm: float = 1.0) -> torch.optim.Optimizer:
+    """AdamW over the trainable parameters; under torchrun wrapped so its step averages the
+    ranks' gradients and clips their global norm to ``max_grad_norm``."""
     params = [p for p in run.model.parameters() if p.requires_grad]
-    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    return DataParallelOptimizer(optimizer, run.scale.ctx, max_grad_norm) if run.scale.ctx.distributed else optimizer
+
+
+def _update_fn(run: Run, update: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
+    """``update`` itself, or under torchrun ``update`` inside :func:`data_parallel_update`."""
+    return functools.partial(data_parallel_update, update) if run.scale.ctx.distributed else update
 
 
 def _replay_kwargs(run: Run, **extra: Any) -> dict[str, Any]:
@@ -177,6 +199,8 @@ def _replay_kwargs(run: Run, **extra: Any) -> dict[str, Any]:
 
 def _store(run: Run, trajectories: list[Trajectory], env_extra: dict[str, Any] | None = None, **extra: Any) -> None:
     """Append one batch (one Parquet shard) with the run id and the env kwargs replay needs."""
+    if run.store is None:  # ranks > 0 write nothing
+        return
     kwargs = _replay_kwargs(run, **(env_extra or {}))
     run.store.append([trajectory_to_record(t, run_id=run.run_dir.name, env_kwargs=kwargs, **extra)
                       for t in trajectories])
@@ -187,11 +211,17 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
     cfg = run.config
     progress("eval", 0, 1, f"evaluating ({tag}) on {cfg.eval.size} held-out tasks")
     started = time.perf_counter()
-    seeds = range(cfg.eval.seed_start, cfg.eval.seed_start + cfg.eval.size)
+    ctx = run.scale.ctx
+    seeds = shard(range(cfg.eval.seed_start, cfg.eval.seed_start + cfg.eval.size), ctx)
     # chunks of max_batch episodes: the KV of more episodes than decode together is memory, not speed
     metrics, trajectories = evaluate(run.policy, run.chat, cfg.env.id, env_kwargs(run), seeds, cfg.rollout, cfg.reward,
-                                     batch_size=cfg.model.max_batch)
+                                     batch_size=cfg.model.max_batch, make_env=run.scale.make_env)
     run.policy.clear_cache()
+    if ctx.distributed:  # each rank evaluated its share of the seeds; rank 0 reports them all
+        trajectories = gather_to_main(trajectories, ctx)
+        if not ctx.is_main:
+            return {}
+        metrics = summarize(trajectories, "eval")
     row = {"phase": "eval", "tag": tag, "rl_step": rl_step, "step": rl_step, **metrics,
            "perf/eval_seconds": time.perf_counter() - started}
     run.metrics.write(row)
@@ -204,14 +234,15 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
 def oracle_demonstrations(run: Run) -> list[Trajectory]:
     """Roll out the env oracle on the warm-up seeds through the normal token-in/token-out path."""
     cfg = run.config
-    seeds = list(range(cfg.warmup.seed_start, cfg.warmup.seed_start + cfg.warmup.num_demos))
-    envs = [make(cfg.env.id, **env_kwargs(run, **cfg.warmup.env_kwargs)) for _ in seeds]
+    seeds = shard(range(cfg.warmup.seed_start, cfg.warmup.seed_start + cfg.warmup.num_demos), run.scale.ctx)
+    envs = [run.scale.make_env(cfg.env.id, **env_kwargs(run, **cfg.warmup.env_kwargs)) for _ in seeds]
     oracle = ScriptedPolicy(run.chat, lambda i, _context: envs[i].oracle_reply() or "")
-    demos = run_episodes(oracle, run.chat, envs, seeds, [f"demo-{s}" for s in seeds], cfg.rollout)
-    rubric = envs[0].rubric(cfg.reward)
+    demos = run_episodes(oracle, run.chat, envs, seeds, [f"demo-{s}" for s in seeds], cfg.rollout) if seeds else []
+    rubric = envs[0].rubric(cfg.reward) if envs else None
     for env in envs:
         env.close()
-    return [rubric.apply(t) for t in demos]
+    # under torchrun each rank rolled out its share; every rank gets all demos, in seed order
+    return all_gather_items([rubric.apply(t) for t in demos], run.scale.ctx)
 
 
 def warmup(run: Run, progress: Progress) -> None:
@@ -229,6 +260,7 @@ def warmup(run: Run, progress: Progress) -> None:
                     len(all_demos) - len(demos), len(all_demos))
     _store(run, demos, cfg.env_kwargs, phase="warmup", step=0, rl_step=0)
     optimizer = _optimizer(run, cfg.lr)
+    update = _update_fn(run, sft_update)
     rng = random.Random(run.config.seed)
     total = cfg.epochs * -(-len(demos) // cfg.batch_size)
     step = 0
@@ -237,8 +269,8 @@ def warmup(run: Run, progress: Progress) -> None:
         rng.shuffle(order)
         for i in range(0, len(order), cfg.batch_size):
             t0 = time.perf_counter()
-            stats = sft_update(run.model, optimizer, order[i : i + cfg.batch_size],
-                               micro_batch_size=run.config.algorithm.micro_batch_size)
+            stats = update(run.model, optimizer, shard(order[i : i + cfg.batch_size], run.scale.ctx),
+                           micro_batch_size=run.config.algorithm.micro_batch_size)
             step += 1
             run.metrics.write({"phase": "warmup", "step": step, "rl_step": 0, **stats,
                                "perf/step_time_s": time.perf_counter() - t0})
@@ -266,10 +298,14 @@ def _credit_and_update(run: Run, optimizer: torch.optim.Optimizer, ref_model: An
 
     keep = [i for i in range(len(valid)) if uses_critic or not alg.skip_zero_advantage or alg.kl_coef > 0
             or nonzero(credit.advantages[i])]
-    stats: dict[str, float] = {"train/trajectories": float(len(keep))}
+    ctx = run.scale.ctx
+    # under torchrun every rank joins each update (a rank with nothing to train adds zero gradient)
+    kept = all_reduce_sum([len(keep)], ctx)[0] if ctx.distributed else len(keep)
+    stats: dict[str, float] = {"train/trajectories": float(kept)}
     used: list[list[float]] = []
     values: list[list[float]] = []
-    for epoch in range(alg.ppo_epochs if keep else 0):
+    update = _update_fn(run, policy_gradient_update)
+    for epoch in range(alg.ppo_epochs if kept else 0):
         first = epoch == 0
         critic = None
         if uses_critic:
@@ -277,7 +313,7 @@ def _credit_and_update(run: Run, optimizer: torch.optim.Optimizer, ref_model: An
                                  gamma=alg.gamma, lam=alg.lam, clip_eps=alg.value_clip or None,
                                  max_grad_norm=alg.max_grad_norm, old_values=None if first else values)
         given = [credit.advantages[i] for i in keep] if not uses_critic else None
-        stats.update(policy_gradient_update(
+        stats.update(update(
             run.model, optimizer, [valid[i] for i in keep], given if first else [list(a) for a in used],
             micro_batch_size=alg.micro_batch_size, clip_eps_low=alg.clip_eps_low, clip_eps_high=alg.clip_eps_high,
             dual_clip=alg.dual_clip or None, kl_estimator=alg.kl_estimator, kl_mode=alg.kl_mode,
@@ -302,56 +338,87 @@ def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: An
     cfg = run.config
     alg = cfg.algorithm
     t0 = time.perf_counter()
-    task_seeds = [cfg.env.train_seed_start + step * alg.tasks_per_step + j for j in range(alg.tasks_per_step)]
+    ctx = run.scale.ctx
+    t0 = time.perf_counter()
+    # under torchrun: this rank's contiguous share of the tasks (whole groups)
+    task_seeds = shard([cfg.env.train_seed_start + step * alg.tasks_per_step + j for j in range(alg.tasks_per_step)], ctx)
     seeds = [s for s in task_seeds for _ in range(alg.group_size)]
-    envs = [make(cfg.env.id, **env_kwargs(run)) for _ in seeds]
-    # per-episode sampling seeds: the same step samples the same tokens after a resume
+    envs = [run.scale.make_env(cfg.env.id, **env_kwargs(run)) for _ in seeds]
+    # per-episode sampling seeds: the same step samples the same tokens after a resume (one per rank)
     trajectories = run_episodes(run.policy, run.chat, envs, seeds, [f"rl-{step}-{s}" for s in seeds], cfg.rollout,
-                                sample_seed=cfg.seed * 1_000_003 + step)
+                                sample_seed=(cfg.seed * 1_000_003 + step) * ctx.world_size + ctx.rank) if seeds else []
     run.policy.clear_cache()  # the step's episodes are over: free their KV before the update
-    rubric = envs[0].rubric(cfg.reward)
+    rubric = envs[0].rubric(cfg.reward) if envs else None
     trajectories = [rubric.apply(t) for t in trajectories]
     t_rollout = time.perf_counter() - t0
     valid = [t for t in trajectories if not t.failed]
     stats, credit_view = _credit_and_update(run, optimizer, ref_model, valid)
     elapsed = time.perf_counter() - t0
-    generated = sum(t.num_generated_tokens for t in trajectories)
-    row = {"phase": "rl", "step": step + 1, "rl_step": step + 1, **summarize(trajectories, "rollout"), **stats,
-           "perf/step_time_s": elapsed, "perf/rollout_time_s": t_rollout, "perf/update_time_s": elapsed - t_rollout,
-           "perf/tokens_per_s": generated / max(t_rollout, 1e-9)}
-    run.metrics.write(row)
     kwargs = _replay_kwargs(run)
-    run.store.append([trajectory_to_record(t, run_id=run.run_dir.name, env_kwargs=kwargs, phase="rl", step=step + 1,
-                                           rl_step=step + 1, policy_version=step,
-                                           **credit_view.get(id(t), {"advantage": None})) for t in trajectories])
+    records = [trajectory_to_record(t, run_id=run.run_dir.name, env_kwargs=kwargs, phase="rl", step=step + 1,
+                                    rl_step=step + 1, policy_version=step,
+                                    **credit_view.get(id(t), {"advantage": None})) for t in trajectories]
+    if ctx.distributed:  # rank 0 logs and stores the whole step
+        pairs = gather_to_main(list(zip(trajectories, records)), ctx)
+        trajectories, records = [p[0] for p in pairs], [p[1] for p in pairs]
+    row = None
+    if ctx.is_main:
+        generated = sum(t.num_generated_tokens for t in trajectories)
+        row = {"phase": "rl", "step": step + 1, "rl_step": step + 1, **summarize(trajectories, "rollout"), **stats,
+               "perf/step_time_s": elapsed, "perf/rollout_time_s": t_rollout, "perf/update_time_s": elapsed - t_rollout,
+               "perf/tokens_per_s": generated / max(t_rollout, 1e-9)}
+        run.metrics.write(row)
+        run.store.append(records)
     for env in envs:
         env.close()
-    return row
+    return broadcast_from_main(row, ctx)  # every rank takes rank 0's decisions (time budget, last step)
 
 
 def train(config: TrainConfig | None, *, resume: Path | None = None, progress: Progress = _no_progress) -> Path:
     """Run the whole recipe (or continue it from ``resume``'s newest checkpoint); returns the run dir.
 
+    Scale-out (:mod:`agentic_rl.trainer.scale`): with ``scale.num_env_workers`` > 0 the run's envs
+    live in Ray env workers started here and shut down at the end (also on error); launched by
+    ``torchrun`` with W > 1 processes, each rank trains on its share of every step and only rank
+    0 writes the run directory (every rank returns its path).
+
     Raises:
-        AgenticRLError: a wrong env id, model path or run directory (see :mod:`agentic_rl.errors`).
+        AgenticRLError: a wrong env id, model path, run directory or ``[scale]`` setting (see
+            :mod:`agentic_rl.errors`); ``resume`` under torchrun.
     """
     if resume is not None:
+        if launched_world_size() > 1:
+            raise ConfigError("--resume is not supported under torchrun yet; resume with one process")
         checkpoint = latest_checkpoint(resume)
         config = load_config(resume / "config.toml")
-        run_dir = resume
+        check_scale(config)
+    elif config is None:
+        raise ValueError("train() needs a config unless it resumes a run")
     else:
-        if config is None:
-            raise ValueError("train() needs a config unless it resumes a run")
         validate(config)  # before the run directory exists: a typo leaves nothing behind
-        run_dir = new_run_dir(config.output_dir, config.name)
-        save_config(config, run_dir / "config.toml")
-    run = setup(config, run_dir)
+    with scale_out(config) as scale:
+        if resume is not None:
+            run_dir = resume
+        else:
+            run_dir = new_run_dir(config.output_dir, config.name) if scale.ctx.is_main else None
+            if run_dir is not None:
+                save_config(config, run_dir / "config.toml")
+            run_dir = broadcast_from_main(run_dir, scale.ctx)
+        run = setup(config, run_dir, scale)
+        _train(run, resume and checkpoint, progress if scale.ctx.is_main else _no_progress)
+    return run_dir
+
+
+def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
+    """The recipe's phases on a set-up run (from ``checkpoint`` when resuming)."""
+    config, run_dir, main = run.config, run.run_dir, run.scale.ctx.is_main
+    resume = checkpoint is not None
     alg = config.algorithm
-    optimizer = _optimizer(run, alg.lr, alg.weight_decay)
+    optimizer = _optimizer(run, alg.lr, alg.weight_decay, alg.max_grad_norm)
     if alg.name in CRITIC_ALGORITHMS:
         run.critic = ValueModel(hidden_size(run.model), alg.value_lr, next(run.model.parameters()).device)
     start = time.perf_counter()
-    if resume is not None:
+    if resume:
         state = load_checkpoint(checkpoint, run.model, optimizer, run.sampler)
         truncate_after(run_dir, state.rl_step)
         if run.critic is not None:
@@ -366,9 +433,10 @@ def train(config: TrainConfig | None, *, resume: Path | None = None, progress: P
             run_eval(run, "warmup", 0, progress)
         first_step = 0
         _save_checkpoint(run, optimizer, TrainerState(0, run.evals, run.timings))
-        if alg.kl_coef > 0:
+        if alg.kl_coef > 0 and main:
             torch.save(_reference_weights(run.model), run_dir / "checkpoints" / "reference.pt")
-    ref_model = _reference_model(run) if alg.kl_coef > 0 else None
+    # ranks > 0 start RL with the same weights as rank 0 and never read its files
+    ref_model = _reference_model(run, load=main) if alg.kl_coef > 0 else None
     rl_started = time.perf_counter()
     done, spent = first_step, 0.0  # spent: seconds of RL steps in this process (evals excluded)
     for step in range(first_step, alg.steps):
@@ -387,15 +455,19 @@ def train(config: TrainConfig | None, *, resume: Path | None = None, progress: P
             break
     run_eval(run, "final", done, progress)
     run.timings["total_seconds_this_process"] = time.perf_counter() - start
-    _export(run)
-    _write_summary(run)
+    digests = replica_digests(run.model, run.scale.ctx) if run.scale.ctx.distributed else []
+    if not main:
+        return
+    export_model(run)
+    write_summary(run, {"world_size": len(digests), "weights_sha256": digests} if digests else None)
     write_report(run_dir)
     run.metrics.close()
-    return run_dir
 
 
 def _save_checkpoint(run: Run, optimizer: torch.optim.Optimizer, state: TrainerState) -> None:
-    """The run's checkpoint, plus PPO's value head (``value_head.pt``) when there is one."""
+    """The run's checkpoint, plus PPO's value head (``value_head.pt``) when there is one (rank 0 only)."""
+    if not run.scale.ctx.is_main:
+        return
     path = save_checkpoint(run.run_dir, run.model, optimizer, run.sampler, state)
     if run.critic is not None:
         run.critic.head.save(path / "value_head.pt", run.critic.optimizer)
@@ -413,35 +485,11 @@ def _reference_weights(model) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def _reference_model(run: Run):
+def _reference_model(run: Run, load: bool = True):
     ref = copy.deepcopy(run.model).eval()
     path = run.run_dir / "checkpoints" / "reference.pt"
-    if path.exists():
+    if load and path.exists():
         ref.load_state_dict(torch.load(path, weights_only=True))
     for p in ref.parameters():
         p.requires_grad_(False)
     return ref
-
-
-def _export(run: Run) -> None:
-    model = run.model.merge_and_unload() if hasattr(run.model, "merge_and_unload") else run.model
-    out = run.run_dir / "final_model"
-    model.save_pretrained(out)
-    run.tokenizer.save_pretrained(out)
-    if model is not run.model:  # merging changed the live model: keep the run object consistent
-        run.model = model
-
-
-def _write_summary(run: Run) -> None:
-    by_tag = {row["tag"]: row for row in run.evals}
-    summary = {
-        "run_dir": str(run.run_dir),
-        "success": {tag: row.get("eval/success") for tag, row in by_tag.items()},
-        "success_by_level": {
-            tag: {k.split("/")[-1]: v for k, v in row.items() if k.startswith("eval/success/")} for tag, row in by_tag.items()
-        },
-        "final_reward_components": {k[len("eval/reward/"):]: v for k, v in by_tag.get("final", {}).items()
-                                    if k.startswith("eval/reward/")},
-        "timings_seconds": run.timings,
-    }
-    (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -1,0 +1,40 @@
+"""What a finished training run leaves in its directory: the final model and ``summary.json``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def export_model(run: Any) -> None:
+    """Save the final model (LoRA adapters merged in) and the tokenizer to ``RUN_DIR/final_model``.
+
+    ``run`` is the recipe's :class:`~agentic_rl.trainer.recipe.Run`; when merging replaced the
+    live model, ``run.model`` is set to the merged one.
+    """
+    model = run.model.merge_and_unload() if hasattr(run.model, "merge_and_unload") else run.model
+    out = run.run_dir / "final_model"
+    model.save_pretrained(out)
+    run.tokenizer.save_pretrained(out)
+    if model is not run.model:  # merging changed the live model: keep the run object consistent
+        run.model = model
+
+
+def write_summary(run: Any, data_parallel: dict[str, Any] | None = None) -> None:
+    """Write ``RUN_DIR/summary.json``: held-out success per eval tag (overall and per level), the
+    final eval's reward components, the timings (seconds), and under torchrun ``data_parallel``
+    (``world_size`` and each rank's final-weights SHA-256, all equal)."""
+    by_tag = {row["tag"]: row for row in run.evals}
+    summary = {
+        "run_dir": str(run.run_dir),
+        "success": {tag: row.get("eval/success") for tag, row in by_tag.items()},
+        "success_by_level": {
+            tag: {k.split("/")[-1]: v for k, v in row.items() if k.startswith("eval/success/")} for tag, row in by_tag.items()
+        },
+        "final_reward_components": {k[len("eval/reward/"):]: v for k, v in by_tag.get("final", {}).items()
+                                    if k.startswith("eval/reward/")},
+        "timings_seconds": run.timings,
+    }
+    if data_parallel:
+        summary["data_parallel"] = data_parallel
+    (run.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
