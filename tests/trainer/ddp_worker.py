@@ -4,6 +4,7 @@ argv: MODEL_DIR TRAJECTORIES_PICKLE OUT_DIR MAX_GRAD_NORM LOSS_AGG[,LOSS_AGG...]
 For each loss aggregation: loads the tiny model, takes this rank's share of the groups, runs one
 data-parallel policy-gradient step with SGD (lr 1, so the parameter change is minus the clipped
 gradient), and saves the parameters and the step's metrics to OUT_DIR/rank{R}-{LOSS_AGG}.pt.
+Then the same for one supervised (warm-up) step on its share: OUT_DIR/rank{R}-sft.pt.
 """
 
 import pickle
@@ -15,7 +16,7 @@ from transformers import AutoModelForCausalLM
 from agentic_rl.trainer.distributed import (
     DataParallelOptimizer, broadcast_parameters, data_parallel_update, init_distributed, shard, trained_tokens,
 )
-from agentic_rl.trainer.update import policy_gradient_update
+from agentic_rl.trainer.update import policy_gradient_update, sft_update
 
 
 def main() -> None:
@@ -36,6 +37,12 @@ def main() -> None:
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         torch.save({"state": state, "metrics": metrics, "local_tokens": trained_tokens(trajs)},
                    f"{out_dir}/rank{ctx.rank}-{loss_agg}.pt")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    broadcast_parameters(model, ctx)
+    opt = DataParallelOptimizer(torch.optim.SGD(model.parameters(), lr=1.0), ctx, max_grad_norm=max_norm)
+    metrics = data_parallel_update(sft_update, model, opt, trajs, micro_batch_size=2)
+    torch.save({"state": {k: v.detach().clone() for k, v in model.state_dict().items()}, "metrics": metrics},
+               f"{out_dir}/rank{ctx.rank}-sft.pt")
     torch.distributed.destroy_process_group()
 
 

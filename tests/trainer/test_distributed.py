@@ -95,6 +95,26 @@ def test_two_ranks_match_one_process_with_accumulation(tiny_model_dir, tmp_path)
             assert m["train/clip_fraction"] == pytest.approx(single_metrics["train/clip_fraction"], abs=1e-6)
         # the update is visible (not a no-op comparison): the embedding moved
         assert (single["model.embed_tokens.weight"] - before["model.embed_tokens.weight"]).abs().max() > 1e-4
+    _check_sft(tiny_model_dir, groups, before, [torch.load(tmp_path / f"rank{r}-sft.pt", weights_only=False)
+                                                for r in range(2)])
+
+
+def _check_sft(model_dir: Path, groups, before: dict, ranks: list[dict]) -> None:
+    """The warm-up step: NLL per trained token over both ranks' demos, as one process computes it."""
+    from transformers import AutoModelForCausalLM
+
+    from agentic_rl.trainer.update import sft_update
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    metrics = sft_update(model, torch.optim.SGD(model.parameters(), lr=1.0), [t for g, _ in groups for t in g],
+                         micro_batch_size=2, max_grad_norm=MAX_GRAD_NORM)
+    assert metrics["train/grad_norm"] > MAX_GRAD_NORM  # clipping was active
+    for r in ranks:
+        for name, p_single in model.state_dict().items():
+            torch.testing.assert_close(r["state"][name] - before[name], p_single - before[name], rtol=1e-4, atol=1e-6,
+                                       msg=f"sft {name}")
+        assert r["metrics"]["train/loss"] == pytest.approx(metrics["train/loss"], rel=1e-4)
+        assert r["metrics"]["train/tokens"] == metrics["train/tokens"]
 
 
 def test_single_process_context_is_a_plain_step(tiny_model_dir):

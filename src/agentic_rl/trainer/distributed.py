@@ -33,7 +33,8 @@ Launch (each rank runs the same script; torchrun sets RANK, WORLD_SIZE, MASTER_A
 and in the script: ``ctx = init_distributed()``, ``broadcast_parameters(model)``,
 ``optimizer = DataParallelOptimizer(torch.optim.AdamW(...), ctx, max_grad_norm=1.0)``, take
 this rank's groups with :func:`shard`, call ``data_parallel_update(policy_gradient_update, …)``.
-See ``docs/scale_out.md`` for what is and is not wired into ``agentic-rl train``.
+``agentic-rl train`` does all of this when launched by torchrun (:mod:`agentic_rl.trainer.scale`);
+``docs/scale_out.md`` says what was tested here and what was not.
 """
 
 from __future__ import annotations

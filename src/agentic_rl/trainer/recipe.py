@@ -346,7 +346,9 @@ def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: An
     envs = [run.scale.make_env(cfg.env.id, **env_kwargs(run)) for _ in seeds]
     # per-episode sampling seeds: the same step samples the same tokens after a resume (one per rank)
     trajectories = run_episodes(run.policy, run.chat, envs, seeds, [f"rl-{step}-{s}" for s in seeds], cfg.rollout,
-                                sample_seed=(cfg.seed * 1_000_003 + step) * ctx.world_size + ctx.rank) if seeds else []
+                                sample_seed=(cfg.seed * 1_000_003 + step) * ctx.world_size + ctx.rank,
+                                # threads stepping envs: one per env worker, so remote steps overlap
+                                env_workers=max(4, cfg.scale.num_env_workers)) if seeds else []
     run.policy.clear_cache()  # the step's episodes are over: free their KV before the update
     rubric = envs[0].rubric(cfg.reward) if envs else None
     trajectories = [rubric.apply(t) for t in trajectories]
