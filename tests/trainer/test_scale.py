@@ -57,6 +57,18 @@ def test_train_with_two_ray_env_workers_matches_in_process_envs(tiny_model_dir, 
     assert [r["rl_step"] for r in rl] == [1] and rl[0]["rollout/failed"] == 0.0
 
 
+def test_env_workers_and_their_ray_stop_when_the_run_fails(tiny_model_dir, tmp_path):
+    ray = pytest.importorskip("ray", reason="the optional extra 'ray' is not installed")
+    if ray.is_initialized():
+        pytest.skip("a Ray is already up in this process; the run would share it")
+    # 2 tokens per turn: no oracle demonstration fits, the warm-up fails after the workers started
+    config = load_config(None, [*_overrides(tiny_model_dir, tmp_path / "runs"), "rollout.max_new_tokens=2",
+                                "scale.num_env_workers=2", "scale.env_worker_cpus=0.5"])
+    with pytest.raises(ConfigError, match="no oracle demonstration succeeds"):
+        train(config)
+    assert not ray.is_initialized()
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -172,7 +172,8 @@ def scale_out(config: Any) -> Iterator[ScaleOut]:
         RuntimeError: a torchrun rendezvous that fails (see ``init_distributed``).
     """
     joined = launched_world_size() > 1 and not (dist.is_available() and dist.is_initialized())
-    ctx = init_distributed()
+    # gloo: the recipe trains on the CPU (NCCL would need the model and gradients on GPUs)
+    ctx = init_distributed("gloo")
     pool, started_ray = None, False
     try:
         if config.scale.num_env_workers > 0:
