@@ -150,3 +150,15 @@ def test_user_errors_are_raised_before_any_weights_load(override, culprit, tmp_p
     rc, out, err = _main(["train", "--set", override, "--set", f"output_dir='{tmp_path}'"], capsys)
     line = _one_error_line((rc, out, err))
     assert culprit in line
+
+
+def test_library_debug_logging_is_not_printed():
+    """bm25s sets its logger to DEBUG on import; the CLI must not print those records."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "from agentic_rl.cli import main; raise SystemExit(main())",
+                          "check-env", "search-qa-v0", "--seeds", "1"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "passed" in out.stdout
+    assert "DEBUG" not in out.stderr and "DEBUG" not in out.stdout

@@ -292,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _quiet_libraries()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # libraries that set their own logger to DEBUG
+        handler.setLevel(logging.WARNING)          # on import (bm25s) print nothing below WARNING
     try:
         return args.fn(args)
     except AgenticRLError as exc:
