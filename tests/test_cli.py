@@ -158,7 +158,7 @@ def test_library_debug_logging_is_not_printed():
     import sys
 
     out = subprocess.run([sys.executable, "-c", "from agentic_rl.cli import main; raise SystemExit(main())",
-                          "check-env", "search-qa-v0", "--seeds", "1"], capture_output=True, text=True, timeout=120)
+                          "check-env", "memory-recall-v0", "--seeds", "1"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "passed" in out.stdout
     assert "DEBUG" not in out.stderr and "DEBUG" not in out.stdout
