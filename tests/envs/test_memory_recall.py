@@ -25,6 +25,26 @@ def play_oracle(env: MemoryRecallEnv, seed: int) -> tuple[float, int]:
     return info["correct_answers"], turns
 
 
+def test_steps_on_other_threads_than_reset_keep_memory_working():
+    """The rollout engine steps envs on worker threads: a store opened in one thread (reset) is
+    used from others (each step here runs on a new thread). Regression: SQLite refused that,
+    every memory call returned an error and the oracle fell to chance."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = make("memory-recall-v0", levels=["update"], num_questions=2)
+    for seed in range(3):
+        env.reset(seed=seed)
+        done, info, observations = False, {}, []
+        while not done:
+            reply = env.oracle_reply()
+            calls, errors = parse_tool_calls(reply)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                obs, _, done, _, info = pool.submit(env.step, Action(reply, calls, errors)).result()
+            observations += [m.content for m in obs.messages]
+        assert info["correct_answers"] == 1.0
+        assert not any("Error" in text for text in observations), observations
+
+
 def test_registered_with_a_description():
     spec = {s.env_id: s for s in registered()}["memory-recall-v0"]
     assert "memory" in spec.description and isinstance(make("memory-recall-v0"), MemoryRecallEnv)

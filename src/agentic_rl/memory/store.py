@@ -57,8 +57,10 @@ several processes may share a file. The store is not thread-safe; use one object
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import sqlite3
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -87,6 +89,17 @@ CREATE TABLE IF NOT EXISTS memory (
 CREATE INDEX IF NOT EXISTS memory_scope ON memory (scope, namespace);
 """
 _COLUMNS = "id, text, tags, scope, namespace, created_step, updated_step, last_used_step, uses, source_trajectory"
+
+
+def _serialized(method):
+    """Run a :class:`MemoryStore` method under the store's lock (one SQLite call at a time)."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 class MemoryStoreError(ValueError):
@@ -197,7 +210,10 @@ class MemoryStore:
         self.min_similarity = float(min_similarity)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        # a rollout engine steps an episode's env on whichever worker thread is free: the
+        # connection may be used from any thread, one call at a time (the lock)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         self._db.executescript(_SCHEMA)
 
     # -- reading -------------------------------------------------------------------------------
@@ -205,16 +221,19 @@ class MemoryStore:
     def _where(self) -> tuple[str, tuple[str, str]]:
         return "scope = ? AND namespace = ?", (self.scope.value, self.namespace)
 
+    @_serialized
     def entries(self) -> list[MemoryEntry]:
         """All entries of this scope and namespace, by id. Never raises on a healthy file."""
         where, args = self._where()
         rows = self._db.execute(f"SELECT {_COLUMNS} FROM memory WHERE {where} ORDER BY id", args).fetchall()
         return [_entry(r) for r in rows]
 
+    @_serialized
     def __len__(self) -> int:
         where, args = self._where()
         return int(self._db.execute(f"SELECT COUNT(*) FROM memory WHERE {where}", args).fetchone()[0])
 
+    @_serialized
     def get(self, entry_id: int) -> MemoryEntry:
         """The entry with this id.
 
@@ -228,6 +247,7 @@ class MemoryStore:
             raise MemoryNotFoundError(f"no memory with id {entry_id}")
         return _entry(row)
 
+    @_serialized
     def search(self, query: str, k: int = 3, *, step: int = 0, count_use: bool = True) -> list[SearchHit]:
         """The ``k`` best entries for ``query`` by BM25 or embeddings (module docstring), best first.
 
@@ -267,6 +287,7 @@ class MemoryStore:
 
     # -- writing -------------------------------------------------------------------------------
 
+    @_serialized
     def write(self, text: str, tags: tuple[str, ...] | list[str] = (), *, step: int = 0,
               source_trajectory: str = "") -> MemoryEntry:
         """Store a new entry and return it.
@@ -293,6 +314,7 @@ class MemoryStore:
             entry_id = cursor.lastrowid
         return self.get(entry_id)
 
+    @_serialized
     def update(self, entry_id: int, text: str, tags: tuple[str, ...] | list[str] | None = None, *,
                step: int = 0) -> MemoryEntry:
         """Replace an entry's text (and tags unless None); returns the updated entry.
@@ -307,6 +329,7 @@ class MemoryStore:
                              (text, json.dumps(list(new_tags)), int(step), old.id))
         return self.get(old.id)
 
+    @_serialized
     def delete(self, entry_id: int) -> MemoryEntry:
         """Delete an entry; returns it as it was.
 
@@ -318,12 +341,14 @@ class MemoryStore:
             self._db.execute("DELETE FROM memory WHERE id = ?", (old.id,))
         return old
 
+    @_serialized
     def clear(self) -> int:
         """Delete every entry of this scope and namespace; returns how many."""
         where, args = self._where()
         with self._transaction():
             return self._db.execute(f"DELETE FROM memory WHERE {where}", args).rowcount
 
+    @_serialized
     def close(self) -> None:
         """Close the connection (safe to call twice)."""
         self._db.close()
