@@ -296,9 +296,10 @@ def _step(ep: _Episode, chat: ChatFormat, config: RolloutConfig, sampled: list[i
     else:
         ep.conversation += [Message("assistant", text), *obs.messages]
     if ep.stop is None:
-        continuation = chat.encode(chat.render_continuation(obs.messages, reply_closed=finished))
+        reset = bool(info.get("context_reset"))  # a reset rebuilds the prompt: no continuation to encode
+        continuation = [] if reset else chat.encode(chat.render_continuation(obs.messages, reply_closed=finished))
         segment = len(ep.ids) - ep.segment_starts[-1]
-        if info.get("context_reset") or 0 < config.context_max_tokens < segment + len(continuation):
+        if reset or 0 < config.context_max_tokens < segment + len(continuation):
             _new_segment(ep, chat, config)
         elif segment + len(continuation) >= config.max_total_tokens:
             ep.stop = StopReason.MAX_TOKENS
