@@ -17,6 +17,9 @@ Usage (the comparison of issue 7 — hours of CPU, run it alone under the heavy-
         --out runs/credit-comparison --budget-s 1800 \\
         --envs calculator-v0 search-qa-v0 --algorithms grpo gigpo ppo turn_grpo
 
+``--warmup-from OUT`` starts every method from the warm-up of an earlier comparison's ``--out``
+folder (same eval size and seeds) instead of warming up again.
+
 Extra recipe keys go through ``--set key=value`` (as ``agentic-rl train --set``), e.g.
 ``--set algorithm.group_size=4``. ``--model`` takes ``default`` or a HF model directory.
 """
@@ -58,6 +61,23 @@ def warm_start(base: list[str], env_dir: Path, progress) -> tuple[Path, dict[str
     return out, row
 
 
+def reuse_warm_start(previous_env_dir: Path) -> tuple[Path, dict[str, Any] | None]:
+    """The warm-up of an earlier comparison of the same env (``<out>/<env>/warmup``): its saved
+    start model and its warm-up eval row, so a longer comparison does not redo the warm-up.
+
+    Raises:
+        FileNotFoundError: no ``warmup/start_model`` or no warm-up eval row under the folder.
+    """
+    run_dir = previous_env_dir / "warmup"
+    model = run_dir / "start_model"
+    if not (model / "config.json").is_file():
+        raise FileNotFoundError(f"no warm-up model at {model} (run a comparison there first)")
+    rows = [r for r in _rows(run_dir) if r.get("phase") == "eval" and r.get("tag") == "warmup"]
+    if not rows:
+        raise FileNotFoundError(f"no warm-up eval row in {run_dir / 'metrics.jsonl'}")
+    return model, rows[-1]
+
+
 def _curves(run_dir: Path, start: dict[str, Any] | None) -> dict[str, Any]:
     rows = _rows(run_dir)
     rl = [r for r in rows if r.get("phase") == "rl"]
@@ -91,7 +111,12 @@ def run_comparison(args: argparse.Namespace, progress=lambda *a: None) -> dict[s
         env_dir = Path(args.out) / env_id
         base = _env_overrides(env_id, [f"model.path='{args.model}'", f"output_dir='{env_dir}'",
                                        f"eval.size={args.eval_size}", "eval.base=false", *args.set])
-        start_model, start_row = (Path(args.model), None) if args.no_warmup else warm_start(base, env_dir, progress)
+        if args.no_warmup:
+            start_model, start_row = Path(args.model), None
+        elif args.warmup_from:
+            start_model, start_row = reuse_warm_start(Path(args.warmup_from) / env_id)
+        else:
+            start_model, start_row = warm_start(base, env_dir, progress)
         per_env = {}
         for name in args.algorithms:
             print(f"[{env_id}] {name}: {args.budget_s:g} s of RL", file=sys.stderr, flush=True)
@@ -166,10 +191,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=4)
     p.add_argument("--max-steps", type=int, default=10_000, help="step cap (the time budget normally ends a run)")
     p.add_argument("--no-warmup", action="store_true", help="start every method from --model directly")
+    p.add_argument("--warmup-from", metavar="OUT", help="reuse the warm-up (start model and its eval) of an earlier "
+                   "comparison's --out folder; its eval.size/seed must match this one's")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra recipe override")
     args = p.parse_args(argv)
     if not args.budget_s > 0:
         p.error("--budget-s must be > 0")
+    if args.warmup_from and args.no_warmup:
+        p.error("--warmup-from and --no-warmup exclude each other")
     return args
 
 

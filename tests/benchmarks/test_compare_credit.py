@@ -40,7 +40,23 @@ def test_compare_credit_tiny(compare, tiny_model_dir, tmp_path):
     assert (out / "curves.png").stat().st_size > 1000
     assert json.loads((out / "results.json").read_text())["budget_s"] == 0.01
 
+    # a second comparison reuses that warm-up: same start model, same start point, no new warm-up run
+    again = compare.main(["--out", str(tmp_path / "again"), "--warmup-from", str(out), "--budget-s", "0.01",
+                          "--eval-size", "1", "--envs", "calculator-v0", "--algorithms", "grpo"]
+                         + [a for s in sets for a in ("--set", s)])
+    r = again["envs"]["calculator-v0"]["grpo"]
+    assert r["start_success"] == results["envs"]["calculator-v0"]["grpo"]["start_success"]
+    assert r["rl_steps"] == 1 and not (tmp_path / "again" / "calculator-v0" / "warmup").exists()
+    assert "warmup/start_model" in (tmp_path / "again" / "calculator-v0" / "grpo" / "config.toml").read_text()
+
+
+def test_warmup_from_a_folder_without_warmup_fails_clearly(compare, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no warm-up model"):
+        compare.reuse_warm_start(tmp_path / "calculator-v0")
+
 
 def test_bad_budget_is_rejected(compare):
     with pytest.raises(SystemExit):
         compare.parse_args(["--out", "x", "--budget-s", "0"])
+    with pytest.raises(SystemExit):
+        compare.parse_args(["--out", "x", "--warmup-from", "y", "--no-warmup"])
