@@ -164,9 +164,10 @@ class AlgorithmConfig:
         ppo_epochs: optimizer steps on each batch of rollouts (PPO epochs). Later epochs reuse
             the first pass's advantages (and, for ``ppo``, its values as V_old, so the value
             clip is active); the ratio ρ then moves away from 1 and the PPO clip bites.
-        time_budget_s: stop RL once its steps (rollouts + updates, evals excluded) have taken
-            this many seconds in this process, even before ``steps``; 0 = no time limit. For
-            equal wall-clock comparisons of algorithms.
+        time_budget_s: a budget in seconds for the RL steps (rollouts + updates, evals excluded)
+            of this process: RL stops, even before ``steps``, at the step count whose expected
+            total is closest to it (see ``trainer.recipe.budget_reached``); 0 = no time limit.
+            For equal wall-clock comparisons of algorithms.
     """
 
     name: str = "grpo"

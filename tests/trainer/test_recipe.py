@@ -306,3 +306,20 @@ def test_recorded_training_run_replays_without_divergence(smoke_run, capsys):
         assert main(["replay", str(run_dir), "--trajectory", record["trajectory_id"], "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
         assert out["first_divergent_turn"] is None and out["turns_replayed"] == len(record["turns"])
+
+
+def test_budget_reached_stops_at_the_step_count_closest_to_the_budget():
+    from agentic_rl.trainer.recipe import budget_reached
+
+    # steps of 100 s, budget 250 s: after 2 steps (200 s) a third would end at 300 s, 50 s over,
+    # the same distance as stopping at 200 s -> stop (ties stop); after 1 step (100 s) go on
+    assert not budget_reached(100.0, 1, 250.0)
+    assert budget_reached(200.0, 2, 250.0)
+    # budget 260 s: 300 s is 40 s away, 200 s is 60 s away -> one more step
+    assert not budget_reached(200.0, 2, 260.0)
+    assert budget_reached(300.0, 3, 260.0)
+    # one step longer than the whole budget: stop after it (at least one step always runs)
+    assert budget_reached(190.0, 1, 150.0)
+    # no budget, or nothing run yet: never
+    assert not budget_reached(1e9, 5, 0.0)
+    assert not budget_reached(0.0, 0, 10.0)

@@ -376,6 +376,25 @@ def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: An
     return broadcast_from_main(row, ctx)  # every rank takes rank 0's decisions (time budget, last step)
 
 
+def budget_reached(spent_s: float, steps_run: int, budget_s: float) -> bool:
+    """Whether an RL run with a wall-clock budget should stop after its latest step.
+
+    Steps are indivisible, so a run can only stop between them. It stops when one more step of
+    the mean length so far would end further from the budget than stopping now, i.e. when
+    ``spent + mean/2 >= budget``: the run ends at the step count whose expected total is closest
+    to the budget (a stop-only-after-the-budget rule overshoots by up to a whole step, which
+    favours methods with long steps in equal-budget comparisons). At least one step always runs.
+
+    Args:
+        spent_s: seconds of the steps run so far in this process.
+        steps_run: how many steps those are (>= 1).
+        budget_s: the budget in seconds; 0 = none (never reached).
+    """
+    if budget_s <= 0 or steps_run < 1:
+        return False
+    return spent_s + 0.5 * spent_s / steps_run >= budget_s
+
+
 def train(config: TrainConfig | None, *, resume: Path | None = None, progress: Progress = _no_progress) -> Path:
     """Run the whole recipe (or continue it from ``resume``'s newest checkpoint); returns the run dir.
 
@@ -446,7 +465,7 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
         done, spent = step + 1, spent + row["perf/step_time_s"]
         progress("rl", step + 1, alg.steps,
                  f"reward {row.get('rollout/reward_total', float('nan')):.3f} success {row['rollout/success']:.0%}")
-        last = step + 1 == alg.steps or 0 < alg.time_budget_s <= spent
+        last = step + 1 == alg.steps or budget_reached(spent, done - first_step, alg.time_budget_s)
         if config.eval.every and (step + 1) % config.eval.every == 0 and not last:
             run_eval(run, f"rl-step-{step + 1}", step + 1, progress)
         if (step + 1) % config.checkpoint_every == 0 or last:
