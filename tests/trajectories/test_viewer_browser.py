@@ -74,3 +74,21 @@ def test_page_loads_filters_and_opens_a_trajectory(browser, recorded_run, chat, 
     coloured = [s for s in spans if s.get_attribute("class") == "adv"]
     assert len(coloured) == sum(wanted["loss_mask"])  # sampled tokens carry the advantage colour
     assert "rgba(0, 150, 0" in coloured[0].get_attribute("style")  # advantage +0.5: green
+
+
+def test_context_segments_are_marked_in_the_token_stream(browser, recorded_run, chat, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    record = dict(next(iter(open_run_store(recorded_run).read())))
+    cut = record["loss_mask"].index(1)  # pretend the context was rebuilt before the first sampled token
+    record["segment_starts"] = [0, cut]
+    page = write_view(tmp_path / "view.html", [record], lambda i: chat.decode([i]))
+    browser.get(page.as_uri())
+    browser.find_element(By.CSS_SELECTOR, "#rows tr").click()
+    markers = browser.find_elements(By.CSS_SELECTOR, "#tokens .seg")
+    assert len(markers) == 1 and "segment 2 of 2" in markers[0].text
+    # the marker sits right before token `cut`; tokens are all still there
+    before = browser.execute_script("return arguments[0].previousElementSibling ? "
+                                    "[...arguments[0].parentNode.children].indexOf(arguments[0]) : -1", markers[0])
+    assert before == cut
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tokens span")) == len(record["token_ids"])

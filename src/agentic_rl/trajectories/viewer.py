@@ -3,7 +3,8 @@
 :func:`build_view` turns records into one HTML file: a filterable list (env, phase, step,
 reward range, stop reason, id) and, for the selected trajectory, the conversation with tool
 calls and results, the reward components, and the token stream coloured by loss mask or by
-advantage (hover a token for its id, mask, logprob and advantage). Everything (CSS, JS,
+advantage (hover a token for its id, mask, logprob and advantage), with a marker where the
+context was rebuilt (``segment_starts``: each segment is trained as its own sequence). Everything (CSS, JS,
 data) is inline: the file opens from disk with no network. :func:`serve` shows it on
 localhost with the standard library's HTTP server.
 
@@ -77,6 +78,7 @@ def _view_item(record: dict[str, Any]) -> dict[str, Any]:
         "loss_mask": record["loss_mask"],
         "logprobs": [round(x, 5) for x in record["logprobs"]],
         "token_advantages": token_advantages(record),
+        "segment_starts": list(record.get("segment_starts") or [0]),
     }
 
 

@@ -26,6 +26,7 @@ tbody tr{cursor:pointer} tbody tr:hover{background:#f3f7ff} tr.sel{background:#d
 #tokens{font-family:monospace;font-size:.8em;line-height:1.7;white-space:pre-wrap;word-break:break-all}
 #tokens span{border-radius:2px}
 .m0{background:#e8e8e8;color:#777}.m1{background:#c9f0c9}
+.seg{border-top:2px dashed #b06000;color:#b06000;font:12px sans-serif;margin:6px 0 2px}
 .nodata{color:#888;font-style:italic}
 </style></head>
 <body>
@@ -117,7 +118,11 @@ function renderTokens() {
   const adv = t.token_advantages; const maxAbs = adv ? Math.max(0, ...adv.map(Math.abs)) : 0;
   $("d-legend").textContent = byAdv ? (adv ? "green > 0, red < 0, max |A| = " + fmt(maxAbs) : "no advantages recorded")
                                     : "green: sampled (trained), grey: prompt / tool / env";
+  const segs = t.segment_starts || [0];
   t.token_ids.forEach((id, j) => {
+    const k = segs.indexOf(j);
+    if (k > 0) box.appendChild(el("div", "seg", "context rebuilt: segment " + (k + 1) + " of " + segs.length +
+                                   " starts here (a fresh prompt; trained as its own sequence)"));
     const s = el("span", "m" + t.loss_mask[j], DATA.vocab[id] !== undefined ? DATA.vocab[id] : "⟨" + id + "⟩");
     s.dataset.mask = t.loss_mask[j];
     let tip = "id " + id + " · mask " + t.loss_mask[j] + " · logprob " + fmt(t.logprobs[j]);
