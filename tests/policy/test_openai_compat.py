@@ -99,6 +99,24 @@ def test_chat_completions_with_structured_tool_calls(chat):
     assert t.token_ids == () and t.info["token_ids"] == "none" and t.info["policy_version"] == 7
 
 
+def test_chat_completions_honour_a_context_reset(chat):
+    # memory-recall-v0: the first reply ends the reveal session and the env wipes the history
+    script = [{"content": "I will remember."}, {"content": "<answer>unknown</answer>"}]
+    with StubServer(chat_script=script) as server:
+        client = make_client(server.base_url, max_retries=0)
+        (t,) = run_chat_episodes(client, "m", [make("memory-recall-v0")], [5], ["g"], max_turns=3)
+        first, second = server.chat_requests[:2]
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    # after the reset the server sees the system message and the new session only
+    assert [m["role"] for m in second["messages"]] == ["system", "user"]
+    assert second["messages"][0] == first["messages"][0]
+    assert "history was wiped" in second["messages"][1]["content"]
+    assert all("I will remember." not in m["content"] for m in second["messages"])
+    # the trajectory keeps the whole conversation
+    assert [m.role for m in t.messages] == ["system", "user", "assistant", "user", "assistant"]
+    assert t.turns[0].info["context_reset"] is True and t.stop_reason == StopReason.TERMINATED
+
+
 def test_chat_request_failure_is_a_failed_episode(chat):
     client = make_client("http://127.0.0.1:9/v1", timeout_s=2.0, max_retries=0)  # nothing listens on port 9
     (t,) = run_chat_episodes(client, "m", [make("calculator-v0")], [0], ["g"])

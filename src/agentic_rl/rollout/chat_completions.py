@@ -12,6 +12,10 @@ used as SFT data (tokenized then, once), but not for a policy-gradient update, w
 sampled ids and their logprobs (use :class:`~agentic_rl.policy.openai_compat.OpenAICompatPolicy`
 with the normal rollout engine for that).
 
+An env step with ``info["context_reset"]`` (e.g. memory-recall-v0's new session) wipes the
+conversation the server sees, as the rollout engine does: later requests carry the system
+message and the messages from the reset on; the trajectory keeps every message.
+
 A request that fails after the client's retries (timeout, connection, 4xx/5xx) ends its
 episode with ``StopReason.ERROR`` and ``info["failure"]``; an env that raises does the same.
 """
@@ -48,10 +52,14 @@ def _tool_calls(message: Any, turn: int) -> tuple[list[ToolCall], list[ToolCallE
 
 
 def _api_messages(messages: Sequence[Message], calls_of: dict[int, list[ToolCall]],
-                  ids_of: dict[int, list[str]]) -> list[dict[str, Any]]:
-    """OpenAI message dicts; assistant messages carry their tool calls, tool messages their ids."""
+                  ids_of: dict[int, list[str]], start: int = 0) -> list[dict[str, Any]]:
+    """OpenAI message dicts of the system message(s) that open ``messages`` and of every message
+    from index ``start`` on (the current context); assistant messages carry their tool calls,
+    tool messages their ids."""
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
+        if i < start and not (m.role == "system" and all(x.role == "system" for x in messages[:i])):
+            continue
         d: dict[str, Any] = {"role": m.role, "content": m.content}
         if m.role == "assistant" and calls_of.get(i):
             d["tool_calls"] = [{"id": c.id, "type": "function",
@@ -81,6 +89,7 @@ def run_chat_episode(client: Any, model: str, env: Env, seed: int, group_id: str
     calls_of: dict[int, list[ToolCall]] = {}
     ids_of: dict[int, list[str]] = {}
     stop: StopReason | None = None
+    context_start = 0  # index in `messages` where the context the server sees starts (after a reset)
     try:
         obs, reset_info = env.reset(seed=seed, options={"trajectory_id": tid})
     except Exception as exc:  # noqa: BLE001 - a broken env fails its episode only
@@ -92,7 +101,8 @@ def run_chat_episode(client: Any, model: str, env: Env, seed: int, group_id: str
     for turn in range(max_turns):
         try:
             response = client.chat.completions.create(
-                model=model, messages=_api_messages(messages, calls_of, ids_of), max_tokens=max_tokens,
+                model=model, messages=_api_messages(messages, calls_of, ids_of, context_start),
+                max_tokens=max_tokens,
                 temperature=temperature, **({"tools": tools} if tools else {}))
             reply = response.choices[0].message
         except Exception as exc:  # noqa: BLE001 - a failed request fails its episode only
@@ -112,6 +122,8 @@ def run_chat_episode(client: Any, model: str, env: Env, seed: int, group_id: str
             break
         results = tuple(ToolResult(**r) for r in step_info.get("tool_results", ()))
         call_ids = [r.call_id or f"call_{turn}_error" for r in results]
+        if step_info.get("context_reset"):  # the env wiped the conversation: system message + what follows
+            context_start = len(messages)
         for m in obs.messages:
             messages.append(m)
             if m.role == "tool" and call_ids:
