@@ -195,11 +195,9 @@ def _register_product_env() -> None:
 
 
 def run_agentic(mode: str, steps: int, max_completion: int) -> dict:
-    """agentic-rl side: the recipe's setup, warm-up (tools mode) and rl_step."""
-    import torch
-
+    """agentic-rl side: the recipe's setup, warm-up (tools mode), optimizer and rl_step."""
     from agentic_rl.config import TrainConfig, load_config
-    from agentic_rl.trainer.recipe import rl_step, setup, warmup
+    from agentic_rl.trainer.recipe import make_optimizer, rl_step, setup, warmup
 
     _register_product_env()
     sets = {
@@ -221,7 +219,7 @@ def run_agentic(mode: str, steps: int, max_completion: int) -> dict:
     run = setup(config, Path(run_dir))
     if mode == "tools":
         warmup(run, lambda *a: None)
-    optimizer = torch.optim.AdamW([p for p in run.model.parameters() if p.requires_grad], lr=LR)
+    optimizer = make_optimizer(run, LR)  # the recipe's optimizer (fused AdamW, as TRL's default adamw_torch_fused)
     times = []
     for step in range(steps):
         times.append(rl_step(run, step, optimizer, None)["perf/step_time_s"])

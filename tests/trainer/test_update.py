@@ -196,3 +196,27 @@ def test_policy_gradient_argument_errors(model):
         policy_gradient_update(model, opt, trajs, [1.0], micro_batch_size=1, kl_coef=0.1)
     with pytest.raises(ValueError, match="no trained tokens"):
         policy_gradient_update(model, opt, [_traj(range(3, 10), 7)], [1.0], micro_batch_size=1)
+
+
+def test_the_recipe_optimizer_is_fused_adamw_with_the_same_update(tiny_model_dir):
+    from types import SimpleNamespace
+
+    from agentic_rl.trainer.recipe import make_optimizer
+
+    def stepped(fused: bool) -> list[torch.Tensor]:
+        model = load_model(tiny_model_dir)
+        if fused:
+            run = SimpleNamespace(model=model, scale=SimpleNamespace(ctx=SimpleNamespace(distributed=False)))
+            opt = make_optimizer(run, lr=1e-3, weight_decay=0.01)
+            assert isinstance(opt, torch.optim.AdamW) and opt.param_groups[0]["fused"] is True
+        else:
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(3):
+            for p in model.parameters():
+                p.grad = torch.randn(p.shape, generator=gen)
+            opt.step()
+        return [p.detach() for p in model.parameters()]
+
+    for a, b in zip(stepped(True), stepped(False)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)

@@ -102,4 +102,4 @@ class ValueModel:
 
     def __init__(self, hidden: int, lr: float, device: torch.device | str = "cpu"):
         self.head = ValueHead(hidden).to(device)
-        self.optimizer = torch.optim.AdamW(self.head.parameters(), lr=lr)
+        self.optimizer = torch.optim.AdamW(self.head.parameters(), lr=lr, fused=torch.device(device).type in ("cpu", "cuda"))
