@@ -157,7 +157,10 @@ class AlgorithmConfig:
         process_coef: c, weight of the per-turn process credit (turn_grpo).
         value_lr: AdamW learning rate of PPO's value head; value_clip: its value-loss clip
             range (0 = unclipped).
-        micro_batch_size: trajectories per forward/backward (bounds memory).
+        micro_batch_size: most trajectories per forward/backward.
+        micro_batch_tokens: most padded tokens (rows × longest) per forward/backward; bounds
+            the update's activation memory (~1.4 MB per token for SmolLM2-135M), whatever the
+            episode lengths. 0 = no cap. Neither changes the gradient, only memory and speed.
         max_grad_norm: gradient clipping (0 = off).
         skip_zero_advantage: drop trajectories whose advantages are all exactly 0 from the
             update (they carry no policy gradient; with kl_coef > 0 or ppo they are kept).
@@ -181,6 +184,7 @@ class AlgorithmConfig:
     clip_eps_high: float = 0.2
     kl_coef: float = 0.0
     micro_batch_size: int = 8
+    micro_batch_tokens: int = 2048
     max_grad_norm: float = 1.0
     skip_zero_advantage: bool = True
     std_scope: str = "group"
@@ -299,7 +303,7 @@ _POSITIVE = {
     "rollout.max_turns", "rollout.max_new_tokens", "rollout.max_total_tokens", "rollout.temperature",
     "model.lora_rank", "model.max_batch", "checkpoint_every", "scale.env_worker_timeout_s",
 }
-_NON_NEGATIVE = {"rollout.context_max_tokens", "algorithm.time_budget_s", "algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
+_NON_NEGATIVE = {"rollout.context_max_tokens", "algorithm.micro_batch_tokens", "algorithm.time_budget_s", "algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
                  "algorithm.value_clip", "algorithm.value_lr", "algorithm.std_eps", "algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads",
                  "scale.num_env_workers", "scale.env_worker_cpus"}
 

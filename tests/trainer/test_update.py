@@ -220,3 +220,46 @@ def test_the_recipe_optimizer_is_fused_adamw_with_the_same_update(tiny_model_dir
 
     for a, b in zip(stepped(True), stepped(False)):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_micro_batches_cap_rows_and_padded_tokens():
+    from agentic_rl.trainer.update import micro_batches
+
+    lengths = [300, 100, 500, 200, 2500, 100]
+    # no token cap: sorted by length (1, 5, 3, 0, 2, 4), cut every 4 rows
+    assert micro_batches(lengths, 4) == [[1, 5, 3, 0], [2, 4]]
+    # cap 1000 padded tokens: [100, 100, 200] is 3 × 200 = 600; adding 300 makes 4 × 300 = 1200 > 1000;
+    # [300] then [300, 500] would be 2 × 500 = 1000 <= 1000; 2500 alone (longer than the cap)
+    assert micro_batches(lengths, 8, 1000) == [[1, 5, 3], [0, 2], [4]]
+    # every index exactly once
+    assert sorted(i for mb in micro_batches(lengths, 2, 700) for i in mb) == list(range(6))
+    assert micro_batches([], 4, 100) == []
+    with pytest.raises(ValueError, match="max_rows"):
+        micro_batches(lengths, 0)
+    with pytest.raises(ValueError, match="max_tokens"):
+        micro_batches(lengths, 1, -1)
+
+
+def test_micro_batch_tokens_do_not_change_the_policy_gradient_or_sft_step(tiny_model_dir):
+    from agentic_rl.trainer.update import micro_batches
+
+    base = load_model(tiny_model_dir)
+    trajs = _with_current_logprobs(base, _random_trajs([(12, 6), (30, 10), (20, 15), (25, 5)]),
+                                   shift=[-0.3, 0.3, 0.1, 0.0])
+    # a cap of 40 padded tokens: [12, 20] (2 × 20), [25], [30] -> three micro-batches
+    assert micro_batches([len(t.token_ids) for t in trajs], 8, 40) == [[0, 2], [3], [1]]
+
+    def pg(model, opt, tokens):
+        return policy_gradient_update(model, opt, trajs, [1.0, -0.5, 0.25, 2.0], micro_batch_size=8,
+                                      micro_batch_tokens=tokens, max_grad_norm=0.0)
+
+    def sft(model, opt, tokens):
+        return sft_update(model, opt, trajs, micro_batch_size=8, micro_batch_tokens=tokens, max_grad_norm=0.0)
+
+    for fn in (pg, sft):
+        whole, stats_whole = _sgd_step(tiny_model_dir, fn, 0)
+        capped, stats_capped = _sgd_step(tiny_model_dir, fn, 40)
+        assert max(float(u.abs().max()) for u in whole.values()) > 1e-4  # a real update
+        for k in whole:
+            torch.testing.assert_close(whole[k], capped[k], atol=1e-5, rtol=0, msg=k)
+        assert stats_whole["train/loss"] == pytest.approx(stats_capped["train/loss"], abs=1e-5)

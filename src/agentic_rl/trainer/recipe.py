@@ -280,7 +280,8 @@ def warmup(run: Run, progress: Progress) -> None:
         for i in range(0, len(order), cfg.batch_size):
             t0 = time.perf_counter()
             stats = update(run.model, optimizer, shard(order[i : i + cfg.batch_size], run.scale.ctx),
-                           micro_batch_size=run.config.algorithm.micro_batch_size)
+                           micro_batch_size=run.config.algorithm.micro_batch_size,
+                           micro_batch_tokens=run.config.algorithm.micro_batch_tokens)
             step += 1
             run.metrics.write({"phase": "warmup", "step": step, "rl_step": 0, **stats,
                                "perf/step_time_s": time.perf_counter() - t0})
@@ -325,7 +326,7 @@ def _credit_and_update(run: Run, optimizer: torch.optim.Optimizer, ref_model: An
         given = [credit.advantages[i] for i in keep] if not uses_critic else None
         stats.update(update(
             run.model, optimizer, [valid[i] for i in keep], given if first else [list(a) for a in used],
-            micro_batch_size=alg.micro_batch_size, clip_eps_low=alg.clip_eps_low, clip_eps_high=alg.clip_eps_high,
+            micro_batch_size=alg.micro_batch_size, micro_batch_tokens=alg.micro_batch_tokens, clip_eps_low=alg.clip_eps_low, clip_eps_high=alg.clip_eps_high,
             dual_clip=alg.dual_clip or None, kl_estimator=alg.kl_estimator, kl_mode=alg.kl_mode,
             # a KL reward penalty is already inside the first epoch's advantages
             kl_coef=alg.kl_coef if first or alg.kl_mode == "loss" else 0.0, ref_model=ref_model,

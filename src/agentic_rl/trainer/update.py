@@ -78,9 +78,41 @@ class CriticSetup:
     old_values: Sequence[Sequence[float]] | None = None
 
 
-def _chunks(items: Sequence, size: int):
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
+def micro_batches(lengths: Sequence[int], max_rows: int, max_tokens: int = 0) -> list[list[int]]:
+    """Split sequences into micro-batches for gradient accumulation, shortest first.
+
+    Indices are sorted by length (less padding), then cut greedily so that a micro-batch has at
+    most ``max_rows`` sequences and, when ``max_tokens > 0``, at most ``max_tokens`` padded
+    tokens (rows × its longest sequence); a sequence longer than ``max_tokens`` goes alone.
+    Activation memory of a forward/backward grows with the padded tokens (~1.4 MB per token
+    for SmolLM2-135M in float32), so the token cap bounds the update's memory whatever the
+    episode lengths; the updates' loss normalisers are global, so the split does not change
+    the gradient.
+
+    Args:
+        lengths: token count of each sequence.
+        max_rows: most sequences per micro-batch (>= 1).
+        max_tokens: most padded tokens per micro-batch; 0 = no cap.
+
+    Returns:
+        lists of indices into ``lengths``, covering each index once.
+
+    Raises:
+        ValueError: ``max_rows`` < 1 or ``max_tokens`` < 0.
+    """
+    if max_rows < 1 or max_tokens < 0:
+        raise ValueError(f"micro_batches: max_rows must be >= 1 and max_tokens >= 0, got {max_rows}, {max_tokens}")
+    out: list[list[int]] = []
+    current: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        too_many = len(current) == max_rows or (max_tokens > 0 and (len(current) + 1) * lengths[i] > max_tokens)
+        if current and too_many:
+            out.append(current)
+            current = []
+        current.append(i)
+    if current:
+        out.append(current)
+    return out
 
 
 def _device(model) -> torch.device:
@@ -95,8 +127,12 @@ def _finish_step(model, optimizer, max_grad_norm: float) -> float:
     return float(norm)
 
 
-def sft_update(model, optimizer, demos: Sequence[Trajectory], *, micro_batch_size: int, max_grad_norm: float = 1.0) -> dict[str, float]:
+def sft_update(model, optimizer, demos: Sequence[Trajectory], *, micro_batch_size: int, micro_batch_tokens: int = 0,
+               max_grad_norm: float = 1.0) -> dict[str, float]:
     """One supervised step: maximise the logprob of the sampled (loss-mask 1) tokens of ``demos``.
+
+    Micro-batches: at most ``micro_batch_size`` demos and ``micro_batch_tokens`` padded tokens
+    each (:func:`micro_batches`; 0 = no token cap).
 
     Returns:
         metrics ``train/loss`` (mean negative log-likelihood per trained token),
@@ -110,8 +146,8 @@ def sft_update(model, optimizer, demos: Sequence[Trajectory], *, micro_batch_siz
         raise ValueError("sft_update: the demonstrations have no trained tokens")
     model.train()
     loss_sum = 0.0
-    for mb in _chunks(demos, micro_batch_size):
-        batch = pack(mb, _device(model))
+    for idx in micro_batches([len(t.token_ids) for t in demos], micro_batch_size, micro_batch_tokens):
+        batch = pack([demos[i] for i in idx], _device(model))
         logprobs, _ = score(model, batch)
         loss = -logprobs.sum() / total
         loss.backward()
@@ -211,6 +247,7 @@ def policy_gradient_update(
     advantages: Sequence[Advantage] | None,
     *,
     micro_batch_size: int,
+    micro_batch_tokens: int = 0,
     clip_eps_low: float = 0.2,
     clip_eps_high: float = 0.2,
     dual_clip: float | None = None,
@@ -231,6 +268,9 @@ def policy_gradient_update(
 
     Args:
         trajectories: scored, non-failed trajectories (token streams with old logprobs).
+        micro_batch_size, micro_batch_tokens: most trajectories and padded tokens per
+            forward/backward (:func:`micro_batches`; 0 tokens = no cap); the gradient does not
+            depend on them.
         advantages: per trajectory, one number (broadcast to its trained tokens) or a list of
             length T aligned with its ``token_ids`` (read at trained tokens); None with a critic.
         dual_clip: c > 1 of dual-clip PPO, or None.
@@ -270,8 +310,7 @@ def policy_gradient_update(
     for out in (advantages_out, values_out):
         if out is not None:
             out[:] = [[0.0] * len(t.token_ids) for t in trajectories]
-    order = sorted(range(len(trajectories)), key=lambda i: len(trajectories[i].token_ids))  # less padding
-    for idx in _chunks(order, micro_batch_size):
+    for idx in micro_batches([len(t.token_ids) for t in trajectories], micro_batch_size, micro_batch_tokens):
         mb = [trajectories[i] for i in idx]
         batch = pack(mb, _device(model))
         n = batch.num_tokens
