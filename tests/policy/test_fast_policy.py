@@ -202,3 +202,54 @@ def test_kv_slots_grow_to_what_the_episodes_need(model, chat):
     assert fast.decoder.num_slots == 5
     fast.clear_cache()
     assert fast.decoder.num_slots == 1
+
+
+def test_packed_forward_mixes_decoding_and_joining_rows(model):
+    """One forward over rows of 1 token (decoding) and of several (joining), in two runs of each
+    kind, gives each row the logits of a plain HF forward over its whole sequence, and writes
+    the same KV as encoding the rows one by one."""
+    g = torch.Generator().manual_seed(0)
+    full = [torch.randint(0, 1000, (n,), generator=g).tolist() for n in (9, 12, 20, 6, 11, 15)]
+    # cached prefix of each row, then its new tokens in the mixed call: 1, 1, 8, 1, 5 (fresh), 3
+    cut = [8, 11, 12, 5, 0, 12]
+    mixed = SlotLlamaDecoder(model, slots=6, capacity=32)
+    single = SlotLlamaDecoder(model, slots=6, capacity=32)
+    for dec in (mixed, single):
+        dec.sync()
+        for s, (seq, c) in enumerate(zip(full, cut)):
+            if c:
+                dec.forward(s, [seq[:c]], [0])
+    out = mixed.forward(0, [seq[c:] for seq, c in zip(full, cut)], cut)
+    assert out.shape == (6, model.config.vocab_size)
+    for s, (seq, c) in enumerate(zip(full, cut)):
+        alone = single.forward(s, [seq[c:]], [c])[0]
+        with torch.no_grad():
+            ref = model(torch.tensor([seq])).logits[0, -1].float()
+        assert torch.allclose(out[s], ref, atol=1e-4), s
+        assert torch.allclose(out[s], alone, atol=1e-5), s
+    for a, b in zip(mixed.keys + mixed.values, single.keys + single.values):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_joining_rows_share_the_decoding_rows_forward(model, chat):
+    """A row that joins while others decode is encoded in the same forward (one per step)."""
+    ctxs = _contexts(chat, 3)
+    fast = FastPolicy(model, -1, 0)
+    calls: list[list[int]] = []
+    original = fast.decoder.forward
+
+    def spy(first_slot, ids, past):
+        calls.append([len(x) for x in ids])
+        return original(first_slot, ids, past)
+
+    fast.decoder.forward = spy
+    with fast.open_stream(SAMPLE) as stream:
+        stream.submit(GenerationRequest(tuple(ctxs[0]), 6, cache_key="a", sample_seed=1))
+        stream.step()
+        stream.step()
+        stream.submit(GenerationRequest(tuple(ctxs[1]), 4, cache_key="b", sample_seed=2))
+        stream.step()
+        while stream.busy:
+            stream.step()
+    assert calls[2] == [1, len(ctxs[1])]  # a's decode token and b's whole prompt, one forward
+    assert all(len(c) == 2 for c in calls[3:5]) and len(calls) == 6

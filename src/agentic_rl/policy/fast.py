@@ -38,6 +38,20 @@ __all__ = ["FastPolicy", "DecodeStream", "make_policy"]
 
 
 @dataclass
+class _Admission:
+    """Rows joining the batch at one step, between :meth:`DecodeStream._admit` and the forward."""
+
+    joining: list[tuple[int, _Row]]
+    ctxs: list[list[int]]
+    base: int  # slot of the first joining row
+    order: list[int]  # joining indices in slot order: encoded rows, then duplicates
+    enc: list[int]  # joining indices encoded by the forward (slots base .. base + len(enc) - 1)
+    dup_of: dict[int, int]  # duplicate -> its leader (same fresh context)
+    new_ids: list[list[int]]  # per encoded row: the tokens not yet in its KV
+    past: list[int]  # per encoded row: cached length
+
+
+@dataclass
 class _Row:
     request: GenerationRequest
     key: str
@@ -200,20 +214,25 @@ class DecodeStream:
         pol = self.policy
         pol.decoder.sync()
         old = len(self._active)
-        logits = []
-        if old:
-            past = [len(pol._kv_ids[s]) for s in range(old)]
-            logits.append(pol.decoder.forward(0, [[t] for t in self._pending], past))
-            for s, t in enumerate(self._pending):
-                pol._kv_ids[s].append(t)
+        ids = [[t] for t in self._pending]
+        past = [len(pol._kv_ids[s]) for s in range(old)]
+        for s, t in enumerate(self._pending):
+            pol._kv_ids[s].append(t)
         room = pol.max_batch - old
+        admission = None
         if room > 0 and self._queue:
             joining, self._queue = self._queue[:room], self._queue[room:]
-            logits.append(self._admit(joining))
-        if not logits:
+            admission = self._admit(joining)
+            ids += admission.new_ids
+            past += admission.past
+        if not ids:
             return []
+        # one forward for the decoding rows and the joining rows' new tokens (weights read once)
+        logits = pol.decoder.forward(0, ids, past)
+        if admission is not None:
+            logits = torch.cat([logits[:old], self._finish_admission(admission, logits[old:])])
         rows = [row for _, row in self._active]
-        tokens, lps = sample_tokens(torch.cat(logits), self.sampling, [r.sampler for r in rows], pol.generator)
+        tokens, lps = sample_tokens(logits, self.sampling, [r.sampler for r in rows], pol.generator)
         done: list[tuple[_Row, Generation]] = []
         leaving: list[int] = []
         for i, (row, tok, lp) in enumerate(zip(rows, tokens, lps)):
@@ -249,12 +268,11 @@ class DecodeStream:
             pol._slot_of[key] = slot = free
         pol._swap(slot, target)
 
-    def _admit(self, joining: list[tuple[int, _Row]]) -> torch.Tensor:
-        """Give each joining row a slot after the live ones and encode its new tokens.
-
-        Returns ``[J, V]`` logits at each joining row's last context token, in admission order
-        (the rows are appended to ``self._active`` in the same order).
-        """
+    def _admit(self, joining: list[tuple[int, _Row]]) -> _Admission:
+        """Give each joining row a slot after the live ones (slots ``B ..``), encode the prompt
+        prefix shared by fresh rows, and return what the step's forward must encode: each row's
+        new tokens on top of its reusable KV. Identical fresh contexts are encoded once (leaders)
+        and copied to their duplicates by :meth:`_finish_admission`."""
         pol, dec = self.policy, self.policy.decoder
         base = len(self._active)
         # every owned slot stays owned; each joining key without a slot needs one more
@@ -267,7 +285,6 @@ class DecodeStream:
                 pol._kv_ids[slot] = []
         need = max(len(c) + r.request.max_new_tokens for c, (_, r) in zip(ctxs, joining))
         dec.reserve(dec.num_slots, need)
-        # identical fresh contexts are encoded once (leaders), then copied to their duplicates
         leaders: dict[tuple[int, ...], int] = {}
         order, dup_of = [], {}
         for j, ((_, row), ctx) in enumerate(zip(joining, ctxs)):
@@ -285,18 +302,23 @@ class DecodeStream:
         self._share_prefix([base + p for p, j in enumerate(order) if j in leaders.values()],
                            [ctxs[j] for j in order if j in leaders.values()])
         past = [len(pol._kv_ids[base + p]) for p in range(len(enc))]
-        new_ids = [ctxs[j][n:] for j, n in zip(enc, past)]
-        logits = dec.forward(base, new_ids, past)
-        for p, j in enumerate(enc):
+        return _Admission(joining, ctxs, base, order, enc, dup_of, [ctxs[j][n:] for j, n in zip(enc, past)], past)
+
+    def _finish_admission(self, adm: _Admission, logits: torch.Tensor) -> torch.Tensor:
+        """After the forward that encoded ``adm.new_ids``: record the slots' ids, copy the leaders'
+        KV to their duplicates, append the rows to the batch; returns their ``[J, V]`` logits in
+        admission order from the encoded rows' ``logits`` (``[len(adm.enc), V]``)."""
+        pol, dec = self.policy, self.policy.decoder
+        base, ctxs = adm.base, adm.ctxs
+        for p, j in enumerate(adm.enc):
             pol._kv_ids[base + p] = list(ctxs[j])
-        row_of = {j: p for p, j in enumerate(enc)}
-        for pos, j in enumerate(order):
-            if j in dup_of:
-                src = base + row_of[dup_of[j]]
-                dec.copy(src, base + pos, len(ctxs[j]))
+        row_of = {j: p for p, j in enumerate(adm.enc)}
+        for pos, j in enumerate(adm.order):
+            if j in adm.dup_of:
+                dec.copy(base + row_of[adm.dup_of[j]], base + pos, len(ctxs[j]))
                 pol._kv_ids[base + pos] = list(ctxs[j])
-        self._active.extend(joining[j] for j in order)
-        return logits[[row_of.get(j, row_of.get(dup_of.get(j, -1), 0)) for j in order]]
+        self._active.extend(adm.joining[j] for j in adm.order)
+        return logits[[row_of.get(j, row_of.get(adm.dup_of.get(j, -1), 0)) for j in adm.order]]
 
     def _share_prefix(self, slots: list[int], ctxs: list[list[int]]) -> None:
         """Encode the prefix common to fresh contexts once and copy its KV to each slot."""

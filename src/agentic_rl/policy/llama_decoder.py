@@ -21,8 +21,11 @@ remove that overhead:
   tensors per layer. A row writes its new position in place; attention reads a view. Rows
   decoding together occupy slots ``[0, B)`` so the batch's KV is a view, never a gather; a row
   that pauses (its episode is in an env step) is swapped out of that range with one row copy.
-* **Ragged prefill**: rows joining the batch encode only their new tokens, each at its own
-  positions on top of its own cached KV, in one forward.
+* **Packed ragged forward**: rows joining the batch encode only their new tokens, each at its
+  own positions on top of its own cached KV, in the same forward as the rows that are decoding
+  (vLLM's chunked prefill mixed with decode; Sarathi-Serve, Agrawal et al. 2024): the matmuls
+  run over the packed tokens of all rows, so a row coming back from an env step does not cost
+  a second pass over the weights.
 
 Numerics are float32 like the trainer's; logprobs agree with the HF forward to float error
 (the fused matmuls sum in a different order), which tests check. Architectures other than
@@ -219,7 +222,12 @@ class SlotLlamaDecoder:
         """Encode new tokens of rows in slots ``first_slot .. first_slot + B - 1``.
 
         Row i appends ``ids[i]`` (>= 1 token) at positions ``past[i] ..`` of its slot, attending
-        to its cached positions ``0 .. past[i] - 1`` and causally to its new tokens.
+        to its cached positions ``0 .. past[i] - 1`` and causally to its new tokens. Rows of one
+        token (decoding) and rows of many (joining rows' prompts, tool results) go through one
+        forward: the projections and the MLP run on the ``N = sum(len(ids[i]))`` packed tokens
+        (no padding, the weights are read once for all of them); attention runs per maximal run
+        of consecutive rows of the same kind, single-token runs unpadded, multi-token runs padded
+        to their longest row.
 
         Args:
             first_slot: slot of row 0; rows occupy consecutive slots.
@@ -234,59 +242,81 @@ class SlotLlamaDecoder:
         """
         n = len(ids)
         lens = [len(x) for x in ids]
-        if not n or min(lens) < 1:
-            raise ValueError("every row needs at least one new token")
+        if not n or min(lens) < 1 or len(past) != n:
+            raise ValueError("every row needs at least one new token and a cached length")
         ends = [p + t for p, t in zip(past, lens)]
         if first_slot + n > self.num_slots or max(ends) > self.capacity:
             raise ValueError("rows do not fit the KV cache; call reserve() first")
-        width = max(lens)
         dev = self.device
-        tok = torch.zeros((n, width), dtype=torch.long)
-        for i, row in enumerate(ids):
-            tok[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-        past_t = torch.tensor(past, dtype=torch.long)
+        cap, nh, nkv, d = self.capacity, self.num_heads, self.num_kv, self.head_dim
+        tok = torch.tensor([t for row in ids for t in row], dtype=torch.long)
         lens_t = torch.tensor(lens, dtype=torch.long)
-        offs = torch.arange(width)
-        positions = past_t[:, None] + offs[None, :]  # [B, T]
-        valid = offs[None, :] < lens_t[:, None]  # [B, T]
-        kv_len = max(ends)
-        key_pos = torch.arange(kv_len)
-        mask = (key_pos[None, None, :] <= positions[:, :, None]) & valid[:, :, None]  # [B, T, L]
-        mask[:, :, 0] |= ~valid  # padded queries attend somewhere (their output is discarded)
-        mask = mask[:, None].to(dev)
-        rows_b, cols_t = valid.nonzero(as_tuple=True)
+        row_of = torch.repeat_interleave(torch.arange(n), lens_t)  # [N] row of each packed token
+        starts = [0] * n
+        for i in range(1, n):
+            starts[i] = starts[i - 1] + lens[i - 1]
+        starts_t = torch.tensor(starts, dtype=torch.long)
+        positions = torch.tensor(past, dtype=torch.long)[row_of] + torch.arange(len(tok)) - starts_t[row_of]  # [N]
         # flat row index of each (token, kv head) in a layer's cache viewed as [S * H * C, d]
-        cap, nkv = self.capacity, self.num_kv
-        slot_pos = ((rows_b + first_slot) * nkv)[:, None] + torch.arange(nkv)[None, :]  # [N, H]
-        flat_idx = (slot_pos * cap + positions[rows_b, cols_t][:, None]).reshape(-1).to(dev)
-        all_valid = width == 1
-        rows_b, cols_t = rows_b.to(dev), cols_t.to(dev)
-        positions = positions.to(dev)
-        h = self.base.model.embed_tokens(tok.to(dev))
-        cos, sin = self.base.model.rotary_emb(h, positions)
-        nh, nkv, d = self.num_heads, self.num_kv, self.head_dim
-        sl = slice(first_slot, first_slot + n)
+        slot_pos = ((row_of + first_slot) * nkv)[:, None] + torch.arange(nkv)[None, :]  # [N, H]
+        flat_idx = (slot_pos * cap + positions[:, None]).reshape(-1).to(dev)
+        runs = self._attention_runs(first_slot, lens, ends, starts)
+        h = self.base.model.embed_tokens(tok.to(dev))  # [N, hidden]
+        cos, sin = self.base.model.rotary_emb(h[None], positions[None].to(dev))  # [1, N, d]
+        cos, sin = cos[0, :, None], sin[0, :, None]  # broadcast over heads
         for li, layer in enumerate(self.layers):
             qkv_proj, o_proj, gate_up_proj, down_proj = self._linears[li]
-            qkv = qkv_proj(_rms(layer.input_layernorm, h)).view(n, width, nh + 2 * nkv, d)
-            # rotate q and k heads in one op: [B, T, nh + nkv, d] (cos/sin broadcast over heads)
-            qk = qkv[:, :, : nh + nkv]
-            qk = qk * cos[:, :, None] + _rotate_half(qk) * sin[:, :, None]
-            q = qk[:, :, :nh].transpose(1, 2)
-            k = qk[:, :, nh:].transpose(1, 2)
-            v = qkv[:, :, nh + nkv :]
-            kt = k.transpose(1, 2)  # [B, T, H, d]
-            if all_valid:
-                k_new, v_new = kt[:, 0], v[:, 0]
-            else:
-                k_new, v_new = kt[rows_b, cols_t], v[rows_b, cols_t]
-            self.keys[li].view(-1, d).index_copy_(0, flat_idx, k_new.reshape(-1, d))
-            self.values[li].view(-1, d).index_copy_(0, flat_idx, v_new.reshape(-1, d))
-            att = F.scaled_dot_product_attention(
-                q, self.keys[li][sl, :, :kv_len], self.values[li][sl, :, :kv_len], attn_mask=mask, enable_gqa=True
-            )
-            h = h + o_proj(att.transpose(1, 2).reshape(n, width, nh * d))
+            qkv = qkv_proj(_rms(layer.input_layernorm, h)).view(-1, nh + 2 * nkv, d)  # [N, heads, d]
+            qk = qkv[:, : nh + nkv]  # rotate q and k heads in one op
+            qk = qk * cos + _rotate_half(qk) * sin
+            q = qk[:, :nh]
+            self.keys[li].view(-1, d).index_copy_(0, flat_idx, qk[:, nh:].reshape(-1, d))
+            self.values[li].view(-1, d).index_copy_(0, flat_idx, qkv[:, nh + nkv :].reshape(-1, d))
+            outs = []
+            for lo, hi, sl, kv_len, valid, mask in runs:
+                keys, values = self.keys[li][sl, :, :kv_len], self.values[li][sl, :, :kv_len]
+                if valid is None:  # one token per row: [R, nh, 1, d]
+                    att = F.scaled_dot_product_attention(q[lo:hi, :, None], keys, values, attn_mask=mask, enable_gqa=True)
+                    outs.append(att.reshape(hi - lo, nh * d))
+                else:  # padded to the run's longest row: [R, nh, T, d]
+                    qp = q.new_zeros((*valid.shape, nh, d))
+                    qp[valid] = q[lo:hi]
+                    att = F.scaled_dot_product_attention(qp.transpose(1, 2), keys, values, attn_mask=mask, enable_gqa=True)
+                    outs.append(att.transpose(1, 2)[valid].reshape(hi - lo, nh * d))
+            h = h + o_proj(outs[0] if len(outs) == 1 else torch.cat(outs))
             gate, up = gate_up_proj(_rms(layer.post_attention_layernorm, h)).chunk(2, dim=-1)
             h = h + down_proj(layer.mlp.act_fn(gate) * up)
-        last = h[torch.arange(n, device=dev), (lens_t - 1).to(dev)]
-        return self._head(_rms(self.base.model.norm, last)).float()
+        last = torch.tensor([s + t - 1 for s, t in zip(starts, lens)], device=dev)
+        return self._head(_rms(self.base.model.norm, h[last])).float()
+
+    def _attention_runs(self, first_slot: int, lens: list[int], ends: list[int], starts: list[int]) -> list[tuple]:
+        """Split rows into maximal runs of consecutive rows that are all single-token or all
+        multi-token. Per run: ``(lo, hi, slots, kv_len, valid, mask)`` with ``lo:hi`` its packed
+        token range, ``slots`` its slice of the cache, ``kv_len`` the longest row end, ``valid``
+        ``[R, T]`` (None for a single-token run) and the boolean attention mask ``[R, 1, T, kv_len]``."""
+        runs, r0, n = [], 0, len(lens)
+        while r0 < n:
+            single = lens[r0] == 1
+            r1 = r0 + 1
+            while r1 < n and (lens[r1] == 1) == single:
+                r1 += 1
+            kv_len = max(ends[r0:r1])
+            key_pos = torch.arange(kv_len)
+            run_ends = torch.tensor(ends[r0:r1], dtype=torch.long)
+            if single:
+                valid = None
+                mask = key_pos[None, None, None, :] < run_ends[:, None, None, None]  # [R, 1, 1, L]
+            else:
+                width = max(lens[r0:r1])
+                run_lens = torch.tensor(lens[r0:r1], dtype=torch.long)
+                offs = torch.arange(width)
+                valid = offs[None, :] < run_lens[:, None]  # [R, T]
+                pos = (run_ends - run_lens)[:, None] + offs[None, :]  # [R, T]
+                m = (key_pos[None, None, :] <= pos[:, :, None]) & valid[:, :, None]  # [R, T, L]
+                m[:, :, 0] |= ~valid  # padded queries attend somewhere (their output is discarded)
+                mask = m[:, None]
+                valid = valid.to(self.device)
+            lo, hi = starts[r0], starts[r1 - 1] + lens[r1 - 1]
+            runs.append((lo, hi, slice(first_slot + r0, first_slot + r1), kv_len, valid, mask.to(self.device)))
+            r0 = r1
+        return runs
