@@ -4,7 +4,11 @@ For batch sizes 1 and 16 (``--batches``), both paths sample ``--new-tokens`` tok
 T = 1 from SmolLM2-135M-Instruct (fp32, the trainer's weights) with the end-of-turn token
 disabled, so every row decodes exactly that many tokens. Timed: the whole call, prompt
 encoding included (prompts are ~60 tokens, the same for both). Prints tokens/s per path, the
-ratio, and the achieved fraction of this CPU's fp32 decode limit at that batch size:
+ratio, and the achieved fraction of this CPU's fp32 decode limit at that batch size. Where
+oneDNN has bf16 kernels on this CPU (or with ``--bf16``), it also times FastPolicy with a
+bfloat16 sampling copy (``model.sampler_dtype = "bfloat16"``) and reports how far its logprobs
+are from the float32 trainer's on the tokens it sampled (the mismatch that the PPO importance
+ratio then corrects). The fp32 limit:
 
     limit step time = FLOPs per step / measured matmul peak + weight bytes / measured bandwidth
 
@@ -18,6 +22,7 @@ Usage: ``python benchmarks/decode_throughput.py [--batches 1 16] [--new-tokens 6
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 
@@ -59,7 +64,10 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", default="default", help="default (SmolLM2), a HF model dir or a .gguf file")
+    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                        help="also time the bfloat16 sampler (default: when oneDNN has bf16 kernels here)")
     args = parser.parse_args()
+    use_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported() if args.bf16 is None else args.bf16
 
     model_dir = resolve_model_dir(args.model)
     model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
@@ -76,7 +84,8 @@ def main() -> None:
     ]
     sampling = SamplingParams(temperature=1.0)
     fast = FastPolicy(model, NO_EOS, tokenizer.pad_token_id)
-    rows = []
+    bf16 = FastPolicy(model, NO_EOS, tokenizer.pad_token_id, dtype=torch.bfloat16) if use_bf16 else None
+    rows, mismatch = [], []
     for batch in args.batches:
         ctx = prompts[:batch]
         width = max(len(c) for c in ctx)
@@ -102,18 +111,45 @@ def main() -> None:
         hf_generate(), fast_generate()  # warm-up (allocations, weight fusion)
         hf_s = _median_time(hf_generate, args.repeats)
         fast_s = _median_time(fast_generate, args.repeats)
+        bf16_s = math.nan
+        if bf16 is not None:
+            gens = bf16.generate(requests, sampling)  # warm-up, and the tokens whose logprobs are compared
+            bf16_s = _median_time(lambda: bf16.generate(requests, sampling), args.repeats)
+            mismatch += _logprob_mismatch(model, requests, gens)
         tokens = batch * args.new_tokens
         limit_step = 2 * params * batch / flops_peak + 4 * params / bandwidth
         limit_tps = batch / limit_step
-        rows.append((batch, tokens / hf_s, tokens / fast_s, hf_s / fast_s, limit_tps, tokens / fast_s / limit_tps))
+        rows.append((batch, tokens / hf_s, tokens / fast_s, hf_s / fast_s, tokens / bf16_s, hf_s / bf16_s,
+                     limit_tps, tokens / fast_s / limit_tps))
 
     print(f"SmolLM2-135M fp32, {args.new_tokens} new tokens per row, T=1, median of {args.repeats}; "
           f"threads={torch.get_num_threads()}, measured peak {flops_peak / 1e9:.0f} GFLOP/s, "
           f"bandwidth {bandwidth / 1e9:.1f} GB/s")
-    print(f"{'batch':>5} | {'HF generate tok/s':>17} | {'agentic-rl tok/s':>16} | {'ratio':>6} | "
-          f"{'fp32 limit tok/s':>16} | {'of limit':>8}")
-    for batch, hf_tps, fast_tps, ratio, limit_tps, frac in rows:
-        print(f"{batch:>5} | {hf_tps:>17.1f} | {fast_tps:>16.1f} | {ratio:>5.2f}x | {limit_tps:>16.1f} | {frac:>7.0%}")
+    print(f"{'batch':>5} | {'HF generate tok/s':>17} | {'agentic-rl fp32 tok/s':>21} | {'ratio':>6} | "
+          f"{'agentic-rl bf16 tok/s':>21} | {'ratio':>6} | {'fp32 limit tok/s':>16} | {'fp32 of limit':>13}")
+    for batch, hf_tps, fast_tps, ratio, bf_tps, bf_ratio, limit_tps, frac in rows:
+        print(f"{batch:>5} | {hf_tps:>17.1f} | {fast_tps:>21.1f} | {ratio:>5.2f}x | {bf_tps:>21.1f} | "
+              f"{bf_ratio:>5.2f}x | {limit_tps:>16.1f} | {frac:>12.0%}")
+    if mismatch:
+        diffs = torch.tensor(mismatch)
+        outside = float(((diffs.exp() - 1).abs() > 0.2).float().mean())
+        print(f"bf16 sampler vs fp32 trainer, |logprob difference| over {len(mismatch)} sampled tokens: "
+              f"mean {diffs.abs().mean():.4f}, p99 {diffs.abs().quantile(0.99):.4f}, max {diffs.abs().max():.4f}; "
+              f"importance ratio outside [0.8, 1.2]: {outside:.2%} of tokens")
+    elif not use_bf16:
+        print("bf16 sampler: not timed (oneDNN has no bf16 kernels on this CPU; --bf16 forces it)")
+
+
+def _logprob_mismatch(model, requests, gens) -> list[float]:
+    """Per sampled token: the float32 model's logprob minus the one the sampler recorded (T = 1)."""
+    out = []
+    for r, g in zip(requests, gens):
+        ids = torch.tensor([list(r.context_ids) + list(g.token_ids)])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(ids).logits[0].float(), -1)
+        n = len(r.context_ids)
+        out += [logp[n - 1 + k, t].item() - lp for k, (t, lp) in enumerate(zip(g.token_ids, g.logprobs))]
+    return out
 
 
 if __name__ == "__main__":

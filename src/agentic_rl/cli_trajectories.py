@@ -256,6 +256,8 @@ def run_evaluation(config, model_spec: str, env_id: str, episodes: int, k: int) 
         ``(report, trajectories)`` with the report of
         :func:`~agentic_rl.trainer.eval_metrics.eval_report` plus ``model``, ``env_id``, ``k``.
     """
+    import torch
+
     from agentic_rl.envs import make
     from agentic_rl.policy.chat import ChatFormat
     from agentic_rl.policy.fast import make_policy
@@ -265,7 +267,7 @@ def run_evaluation(config, model_spec: str, env_id: str, episodes: int, k: int) 
     model, tok = load_model_spec(model_spec)
     chat = ChatFormat(tok)
     policy = make_policy(model, chat.eos_token_id, tok.pad_token_id, fast=config.model.sampler == "fast",
-                         max_batch=config.model.max_batch)
+                         max_batch=config.model.max_batch, dtype=getattr(torch, config.model.sampler_dtype))
     seeds = [config.eval.seed_start + i for i in range(episodes) for _ in range(k)]
     from agentic_rl.trainer.recipe import permission_kwargs
 

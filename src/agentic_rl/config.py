@@ -41,6 +41,12 @@ class ModelConfig:
             fused weights, slot KV cache, continuous batching; Llama models, else falls back) or
             ``hf`` (:class:`~agentic_rl.policy.hf.HFPolicy`, plain transformers forward).
         max_batch: most episodes decoded together by the ``fast`` sampler.
+        sampler_dtype: precision of the ``fast`` sampler's weight copy and KV cache:
+            ``float32`` (the trainer's maths: recorded logprobs equal the trainer's to float
+            error) or ``bfloat16`` (faster decoding on CPUs with bf16 dot products; the
+            recorded logprobs are then the sampler's, and the update's importance ratio
+            corrects the mismatch, reported as ``train/logprob_diff``). Evaluation samples
+            with the same copy.
     """
 
     path: str = "default"
@@ -52,10 +58,15 @@ class ModelConfig:
     num_threads: int = 0
     sampler: str = "fast"
     max_batch: int = 64
+    sampler_dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.sampler not in ("fast", "hf"):
             raise ValueError(f"model.sampler must be one of fast, hf, got {self.sampler!r}")
+        if self.sampler_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"model.sampler_dtype must be one of float32, bfloat16, got {self.sampler_dtype!r}")
+        if self.sampler_dtype != "float32" and self.sampler != "fast":
+            raise ValueError("model.sampler_dtype = 'bfloat16' needs model.sampler = 'fast'")
 
 
 @dataclass(frozen=True)

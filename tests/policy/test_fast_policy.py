@@ -253,3 +253,24 @@ def test_joining_rows_share_the_decoding_rows_forward(model, chat):
             stream.step()
     assert calls[2] == [1, len(ctxs[1])]  # a's decode token and b's whole prompt, one forward
     assert all(len(c) == 2 for c in calls[3:5]) and len(calls) == 6
+
+
+def test_bf16_sampler_follows_the_float32_model(model, chat):
+    """A bfloat16 sampling copy (weights, matmuls, KV in bf16) gives logprobs close to, not equal
+    to, the float32 model's for the tokens it samples; the trained model stays float32."""
+    ctxs = _contexts(chat, 4)
+    reqs = [GenerationRequest(tuple(c), 8, cache_key=f"e{i}", sample_seed=i) for i, c in enumerate(ctxs)]
+    fast = FastPolicy(model, -1, 0, dtype=torch.bfloat16)
+    assert fast.decoder.keys[0].dtype == torch.bfloat16
+    gens = fast.generate(reqs, SamplingParams(temperature=1.0))
+    diffs = []
+    for r, g in zip(reqs, gens):
+        ids = torch.tensor([list(r.context_ids) + list(g.token_ids)])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(ids).logits[0].float(), -1)
+        n = len(r.context_ids)
+        diffs += [abs(logp[n - 1 + k, t].item() - lp) for k, (t, lp) in enumerate(zip(g.token_ids, g.logprobs))]
+    assert 1e-6 < max(diffs) < 0.1
+    assert next(model.parameters()).dtype == torch.float32
+    with pytest.raises(UnsupportedModel, match="fast sampler"):
+        make_policy(model, -1, 0, fast=False, dtype=torch.bfloat16)

@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 from agentic_rl.config import load_config
+from agentic_rl.errors import ConfigError
 from agentic_rl.trainer.checkpoint import latest_checkpoint
 from agentic_rl.trainer.recipe import train
 from agentic_rl.trainer.run_dir import MetricsLog
@@ -323,3 +324,25 @@ def test_budget_reached_stops_at_the_step_count_closest_to_the_budget():
     # no budget, or nothing run yet: never
     assert not budget_reached(1e9, 5, 0.0)
     assert not budget_reached(0.0, 0, 10.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_sampler_dtype_sets_how_far_recorded_logprobs_are_from_the_trainers(dtype, tiny_model_dir, tmp_path):
+    """model.sampler_dtype=bfloat16: rollouts come from a bf16 copy, so the trainer's logprobs
+    differ from the recorded ones (the importance ratio corrects it); with float32 they agree."""
+    config = load_config(None, [*_tiny_overrides(tiny_model_dir, tmp_path / "runs", steps=1),
+                                f"model.sampler_dtype='{dtype}'", "algorithm.skip_zero_advantage=false",
+                                "eval.size=2", "eval.base=false", "warmup.enabled=false"])
+    rl = _rows(train(config), "rl")
+    assert len(rl) == 1 and math.isfinite(rl[0]["train/loss"])
+    if dtype == "float32":
+        assert rl[0]["train/logprob_diff"] < 1e-4
+    else:
+        assert 1e-4 < rl[0]["train/logprob_diff"] < 0.5
+
+
+def test_sampler_dtype_is_validated():
+    with pytest.raises(ConfigError, match="needs model.sampler = 'fast'"):
+        load_config(None, ["model.sampler='hf'", "model.sampler_dtype='bfloat16'"])
+    with pytest.raises(ConfigError, match="sampler_dtype must be one of"):
+        load_config(None, ["model.sampler_dtype='float16'"])

@@ -70,13 +70,18 @@ class FastPolicy:
         generator: torch RNG for requests without ``sample_seed``.
         max_batch: most rows decoded together; further submissions wait in a queue.
         min_shared_prefix: fresh rows encode a common prefix once when it has this many tokens.
+        dtype: precision of the sampling copy (:class:`SlotLlamaDecoder`); default the model's.
+            With ``torch.bfloat16`` the recorded logprobs are the bf16 sampler's, not the
+            trainer's: the update's importance ratio π_θ/μ then corrects the mismatch, as for
+            an external inference server.
 
     Raises:
         UnsupportedModel: the model is not a Llama (use :func:`make_policy` to fall back).
     """
 
     def __init__(self, model, eos_token_id: int, pad_token_id: int | None = None,
-                 generator: torch.Generator | None = None, max_batch: int = 64, min_shared_prefix: int = 16):
+                 generator: torch.Generator | None = None, max_batch: int = 64, min_shared_prefix: int = 16,
+                 dtype: torch.dtype | None = None):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model = model
@@ -85,7 +90,7 @@ class FastPolicy:
         self.generator = generator
         self.max_batch = max_batch
         self.min_shared_prefix = min_shared_prefix
-        self.decoder = SlotLlamaDecoder(model)
+        self.decoder = SlotLlamaDecoder(model, dtype=dtype)
         self._slot_of: dict[str, int] = {}
         self._owner: list[str | None] = [None] * self.decoder.num_slots
         self._kv_ids: list[list[int]] = [[] for _ in range(self.decoder.num_slots)]
@@ -340,13 +345,21 @@ class DecodeStream:
 
 
 def make_policy(model, eos_token_id: int, pad_token_id: int, generator: torch.Generator | None = None,
-                fast: bool = True, max_batch: int = 64):
-    """:class:`FastPolicy` for Llama models when ``fast``, else (or if unsupported) ``HFPolicy``."""
+                fast: bool = True, max_batch: int = 64, dtype: torch.dtype | None = None):
+    """:class:`FastPolicy` for Llama models when ``fast``, else (or if unsupported) ``HFPolicy``.
+
+    Raises:
+        UnsupportedModel: a sampling ``dtype`` other than the model's was asked for and the fast
+            sampler cannot run this model (only it samples from a lower-precision copy).
+    """
     from agentic_rl.policy.hf import HFPolicy
 
     if fast:
         try:
-            return FastPolicy(model, eos_token_id, pad_token_id, generator=generator, max_batch=max_batch)
+            return FastPolicy(model, eos_token_id, pad_token_id, generator=generator, max_batch=max_batch, dtype=dtype)
         except UnsupportedModel:
-            pass
+            if dtype is not None and dtype != next(model.parameters()).dtype:
+                raise
+    elif dtype is not None and dtype != next(model.parameters()).dtype:
+        raise UnsupportedModel(f"sampling in {dtype} needs the fast sampler (model.sampler = 'fast')")
     return HFPolicy(model, eos_token_id, pad_token_id, generator=generator)

@@ -47,26 +47,33 @@ class UnsupportedModel(ValueError):
     """The model is not a Llama-family causal LM this decoder can run."""
 
 
-def _mkldnn_linear_works() -> bool:
+def _mkldnn_linear_works(dtype: torch.dtype = torch.float32) -> bool:
+    if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return False
     try:
-        w = torch.ops.mkldnn._reorder_linear_weight(torch.ones(4, 3), 16)
-        out = torch.ops.mkldnn._linear_pointwise(torch.ones(2, 3), w, None, "none", [], "")
-        return bool(torch.allclose(out, torch.full((2, 4), 3.0)))
+        w = torch.ops.mkldnn._reorder_linear_weight(torch.ones(4, 3, dtype=dtype), 16)
+        out = torch.ops.mkldnn._linear_pointwise(torch.ones(2, 3, dtype=dtype), w, None, "none", [], "")
+        return bool(torch.allclose(out.float(), torch.full((2, 4), 3.0)))
     except (RuntimeError, AttributeError, NotImplementedError):
         return False
 
 
 class _Linear:
-    """``y = x W^T + b`` with W prepacked for oneDNN (CPU float32) or kept for ``F.linear``."""
+    """``y = x W^T + b`` in ``dtype`` (the input is cast to it), with W prepacked for oneDNN
+    (CPU float32 or bfloat16) or kept for ``F.linear``."""
 
-    __slots__ = ("weight", "bias", "packed")
+    __slots__ = ("weight", "bias", "packed", "dtype")
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool) -> None:
-        self.packed = pack and weight.device.type == "cpu" and weight.dtype == torch.float32
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool,
+                 dtype: torch.dtype = torch.float32) -> None:
+        weight = weight.to(dtype)
+        self.dtype = dtype
+        self.packed = pack and weight.device.type == "cpu" and dtype in (torch.float32, torch.bfloat16)
         self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), 16) if self.packed else weight
-        self.bias = bias
+        self.bias = bias.to(dtype) if bias is not None else None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(self.dtype)
         if self.packed:
             return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
         return F.linear(x, self.weight, self.bias)
@@ -116,12 +123,18 @@ class SlotLlamaDecoder:
         model: a ``LlamaForCausalLM`` (optionally wrapped by peft).
         slots: initial number of KV slots (grows on demand).
         capacity: initial positions per slot (grows on demand).
+        dtype: precision of the weight copies, the matmuls, attention and the KV cache (default:
+            the model's). ``torch.bfloat16`` halves the bytes read per decode step and uses the
+            CPU's bf16 dot products (oneDNN) where it has them; the residual stream, norms and
+            logits stay in the model's precision. The logits then differ from the trainer's
+            (measured in ``benchmarks/decode_throughput.py``), so the recorded logprobs are a
+            behaviour policy's, corrected by the PPO importance ratio.
 
     Raises:
         UnsupportedModel: not a Llama model, or it uses a sliding window.
     """
 
-    def __init__(self, model, slots: int = 8, capacity: int = 512) -> None:
+    def __init__(self, model, slots: int = 8, capacity: int = 512, dtype: torch.dtype | None = None) -> None:
         base = _base_model(model)
         cfg = base.config
         if getattr(cfg, "model_type", None) != "llama" or getattr(cfg, "sliding_window", None):
@@ -132,10 +145,15 @@ class SlotLlamaDecoder:
         self.num_kv = cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.layers = list(base.model.layers)
-        self.dtype = base.model.embed_tokens.weight.dtype
+        self.model_dtype = base.model.embed_tokens.weight.dtype
+        self.dtype = dtype or self.model_dtype  # weights copies, matmuls, attention, KV cache
+        if self.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            raise ValueError(f"unsupported sampler dtype {self.dtype}")
         self.device = base.model.embed_tokens.weight.device
         self._version: tuple[tuple[int, int], ...] | None = None
-        self._pack = _mkldnn_linear_works()
+        # decode attention as [R, kv_heads, groups, d] queries per kv head (see forward)
+        self.group_queries = self.num_heads % self.num_kv == 0
+        self._pack = _mkldnn_linear_works(self.dtype)
         self._linears: list[tuple[_Linear, _Linear, _Linear, _Linear]] = []  # per layer: qkv, o, gate_up, down
         shape = (slots, self.num_kv, capacity, self.head_dim)
         self.keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
@@ -158,13 +176,13 @@ class SlotLlamaDecoder:
             qkv = [_effective_weight(m) for m in (att.q_proj, att.k_proj, att.v_proj)]
             gu = [_effective_weight(m) for m in (mlp.gate_proj, mlp.up_proj)]
             linears.append((
-                _Linear(torch.cat([w for w, _ in qkv]), _cat_biases([b for _, b in qkv]), self._pack),
-                _Linear(*_effective_weight(att.o_proj), self._pack),
-                _Linear(torch.cat([w for w, _ in gu]), _cat_biases([b for _, b in gu]), self._pack),
-                _Linear(*_effective_weight(mlp.down_proj), self._pack),
+                _Linear(torch.cat([w for w, _ in qkv]), _cat_biases([b for _, b in qkv]), self._pack, self.dtype),
+                _Linear(*_effective_weight(att.o_proj), self._pack, self.dtype),
+                _Linear(torch.cat([w for w, _ in gu]), _cat_biases([b for _, b in gu]), self._pack, self.dtype),
+                _Linear(*_effective_weight(mlp.down_proj), self._pack, self.dtype),
             ))
         self._linears = linears
-        self._head = _Linear(*_effective_weight(self.base.lm_head), self._pack)
+        self._head = _Linear(*_effective_weight(self.base.lm_head), self._pack, self.dtype)
         self._version = version
         return True
 
@@ -263,7 +281,7 @@ class SlotLlamaDecoder:
         runs = self._attention_runs(first_slot, lens, ends, starts)
         h = self.base.model.embed_tokens(tok.to(dev))  # [N, hidden]
         cos, sin = self.base.model.rotary_emb(h[None], positions[None].to(dev))  # [1, N, d]
-        cos, sin = cos[0, :, None], sin[0, :, None]  # broadcast over heads
+        cos, sin = cos[0, :, None].to(self.dtype), sin[0, :, None].to(self.dtype)  # broadcast over heads
         for li, layer in enumerate(self.layers):
             qkv_proj, o_proj, gate_up_proj, down_proj = self._linears[li]
             qkv = qkv_proj(_rms(layer.input_layernorm, h)).view(-1, nh + 2 * nkv, d)  # [N, heads, d]
@@ -275,7 +293,13 @@ class SlotLlamaDecoder:
             outs = []
             for lo, hi, sl, kv_len, valid, mask in runs:
                 keys, values = self.keys[li][sl, :, :kv_len], self.values[li][sl, :, :kv_len]
-                if valid is None:  # one token per row: [R, nh, 1, d]
+                if valid is None and self.group_queries:
+                    # one token per row; the query heads sharing a kv head are its query rows:
+                    # [R, kv_heads, groups, d] against the cache's [R, kv_heads, L, d], no KV expansion
+                    att = F.scaled_dot_product_attention(q[lo:hi].view(hi - lo, nkv, nh // nkv, d), keys, values,
+                                                         attn_mask=mask)
+                    outs.append(att.reshape(hi - lo, nh * d))
+                elif valid is None:  # one token per row: [R, nh, 1, d]
                     att = F.scaled_dot_product_attention(q[lo:hi, :, None], keys, values, attn_mask=mask, enable_gqa=True)
                     outs.append(att.reshape(hi - lo, nh * d))
                 else:  # padded to the run's longest row: [R, nh, T, d]
@@ -283,9 +307,9 @@ class SlotLlamaDecoder:
                     qp[valid] = q[lo:hi]
                     att = F.scaled_dot_product_attention(qp.transpose(1, 2), keys, values, attn_mask=mask, enable_gqa=True)
                     outs.append(att.transpose(1, 2)[valid].reshape(hi - lo, nh * d))
-            h = h + o_proj(outs[0] if len(outs) == 1 else torch.cat(outs))
+            h = h + o_proj(outs[0] if len(outs) == 1 else torch.cat(outs)).to(h.dtype)
             gate, up = gate_up_proj(_rms(layer.post_attention_layernorm, h)).chunk(2, dim=-1)
-            h = h + down_proj(layer.mlp.act_fn(gate) * up)
+            h = h + down_proj(layer.mlp.act_fn(gate) * up).to(h.dtype)
         last = torch.tensor([s + t - 1 for s, t in zip(starts, lens)], device=dev)
         return self._head(_rms(self.base.model.norm, h[last])).float()
 

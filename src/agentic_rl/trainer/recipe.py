@@ -146,7 +146,8 @@ def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> 
     chat = ChatFormat(tokenizer)
     sampler = torch.Generator().manual_seed(config.seed)
     policy = make_policy(model, chat.eos_token_id, tokenizer.pad_token_id, generator=sampler,
-                         fast=config.model.sampler == "fast", max_batch=config.model.max_batch)
+                         fast=config.model.sampler == "fast", max_batch=config.model.max_batch,
+                         dtype=getattr(torch, config.model.sampler_dtype))
     return Run(
         config, run_dir, model, tokenizer, chat, policy, sampler,
         run_metrics_log(run_dir, config.tracking, config=dataclasses.asdict(config)) if main else NullMetricsLog(),
