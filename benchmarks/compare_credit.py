@@ -78,6 +78,32 @@ def reuse_warm_start(previous_env_dir: Path) -> tuple[Path, dict[str, Any] | Non
     return model, rows[-1]
 
 
+def identical_rollouts(run_dir: Path, ref_dir: Path) -> dict[int, float]:
+    """Per RL step both runs took: the fraction of ``run_dir``'s rollouts whose token ids equal
+    those of the same episode (same task seed, same place in its group) in ``ref_dir``.
+
+    Every method starts from the same model and samples with the same per-episode seeds, so
+    until the updates differ enough to flip a sampled token the rollouts are identical: 1.0
+    means the credit assignments have not yet changed what the policy samples.
+    """
+    from agentic_rl.trajectories.store import TrajectoryStore
+
+    def streams(path: Path) -> dict[tuple[int, str, int], tuple[int, ...]]:
+        out, seen = {}, {}
+        for rec in TrajectoryStore(path / "trajectories", read_only=True).read(phase="rl"):
+            key = (rec["rl_step"], rec["group_id"])
+            seen[key] = seen.get(key, -1) + 1
+            out[(*key, seen[key])] = tuple(rec["token_ids"])
+        return out
+
+    mine, ref = streams(run_dir), streams(ref_dir)
+    per_step: dict[int, list[bool]] = {}
+    for key, ids in mine.items():
+        if key in ref:
+            per_step.setdefault(key[0], []).append(ids == ref[key])
+    return {step: sum(v) / len(v) for step, v in sorted(per_step.items())}
+
+
 def _curves(run_dir: Path, start: dict[str, Any] | None) -> dict[str, Any]:
     rows = _rows(run_dir)
     rl = [r for r in rows if r.get("phase") == "rl"]
@@ -127,6 +153,9 @@ def run_comparison(args: argparse.Namespace, progress=lambda *a: None) -> dict[s
                 f"checkpoint_every={args.max_steps}",
             ])
             per_env[name] = _curves(train(config, progress=progress), start_row)
+        first = next(iter(per_env.values()))
+        for name, r in list(per_env.items())[1:]:
+            r["identical_to_first"] = identical_rollouts(Path(r["run_dir"]), Path(first["run_dir"]))
         results["envs"][env_id] = per_env
     return results
 
@@ -140,13 +169,17 @@ def _fmt(x: float | None, pct: bool = False) -> str:
 def write_table(results: dict[str, Any], path: Path) -> str:
     """Markdown table, one row per env × method; returns the text."""
     lines = [f"RL budget per method: {results['budget_s']:g} s (rollouts + updates; evals not counted)", "",
-             "| env | method | RL steps | RL s | start success | final success | final reward |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+             "| env | method | RL steps | RL s | start success | final success | final reward "
+             "| rollouts identical to the first method's |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
     for env_id, per_env in results["envs"].items():
         for name, r in per_env.items():
+            same = r.get("identical_to_first")
+            same_text = "–" if not same else (
+                f"{sum(same.values()) / len(same):.0%} (last step {_fmt(same[max(same, key=int)], True)})")
             lines.append(f"| {env_id} | {name} | {r['rl_steps']} | {r['rl_seconds']:.0f} | "
                          f"{_fmt(r['start_success'], True)} | {_fmt(r['final_success'], True)} | "
-                         f"{_fmt(r['final_reward'])} |")
+                         f"{_fmt(r['final_reward'])} | {same_text} |")
     text = "\n".join(lines) + "\n"
     path.write_text(text)
     return text

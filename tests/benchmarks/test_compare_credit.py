@@ -35,6 +35,9 @@ def test_compare_credit_tiny(compare, tiny_model_dir, tmp_path):
             assert [e["rl_step"] for e in r["evals"]] == [0, 1]  # warm-up start, final
             assert r["start_success"] is not None and r["final_success"] is not None
             assert Path(r["run_dir"]).name == name
+    # same start model, same per-episode seeds: the first step's rollouts are token-identical
+    assert results["envs"]["calculator-v0"]["ppo"]["identical_to_first"] == {1: 1.0}
+    assert "identical_to_first" not in results["envs"]["calculator-v0"]["grpo"]
     table = (out / "table.md").read_text()
     assert table.count("| search-qa-v0 |") == 2 and "| calculator-v0 | ppo | 1 |" in table
     assert (out / "curves.png").stat().st_size > 1000
