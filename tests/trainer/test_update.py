@@ -222,6 +222,38 @@ def test_the_recipe_optimizer_is_fused_adamw_with_the_same_update(tiny_model_dir
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_fast_sampler_samples_from_the_weights_after_a_recipe_optimizer_step(tiny_model_dir, chat):
+    """The fused AdamW kernel does not bump the parameters' version counters; the recipe's
+    optimizer does (a step hook), so FastPolicy refreshes its weight copies after every step.
+    Regression: without it, rollouts and evaluations kept sampling the weights of the first
+    sync for a whole run."""
+    from types import SimpleNamespace
+
+    from agentic_rl.policy.base import GenerationRequest, SamplingParams
+    from agentic_rl.policy.fast import FastPolicy
+    from agentic_rl.policy.hf import HFPolicy
+    from agentic_rl.trainer.recipe import make_optimizer
+
+    model = load_model(tiny_model_dir)
+    run = SimpleNamespace(model=model, scale=SimpleNamespace(ctx=SimpleNamespace(distributed=False)))
+    opt = make_optimizer(run, lr=1e-2)
+    assert opt.param_groups[0]["fused"] is True
+    reqs = [GenerationRequest(tuple(chat.encode(f"<|im_start|>user\nhi {i}<|im_end|>\n")), 6, sample_seed=i)
+            for i in range(2)]
+    sampling = SamplingParams(temperature=1.0)
+    fast = FastPolicy(model, -1, 0)
+    before = fast.generate(reqs, sampling)
+    gen = torch.Generator().manual_seed(0)
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=gen)
+    opt.step()
+    after, reference = fast.generate(reqs, sampling), HFPolicy(model, -1, 0).generate(reqs, sampling)
+    for a, r, b in zip(after, reference, before):
+        assert a.token_ids == r.token_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, r.logprobs)) < 1e-4
+        assert a.logprobs != b.logprobs  # the update really changed the distribution
+
+
 def test_micro_batches_cap_rows_and_padded_tokens():
     from agentic_rl.trainer.update import micro_batches
 
