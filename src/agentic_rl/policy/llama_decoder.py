@@ -151,8 +151,6 @@ class SlotLlamaDecoder:
             raise ValueError(f"unsupported sampler dtype {self.dtype}")
         self.device = base.model.embed_tokens.weight.device
         self._version: tuple[tuple[int, int], ...] | None = None
-        # decode attention as [R, kv_heads, groups, d] queries per kv head (see forward)
-        self.group_queries = self.num_heads % self.num_kv == 0
         self._pack = _mkldnn_linear_works(self.dtype)
         self._linears: list[tuple[_Linear, _Linear, _Linear, _Linear]] = []  # per layer: qkv, o, gate_up, down
         shape = (slots, self.num_kv, capacity, self.head_dim)
@@ -293,13 +291,7 @@ class SlotLlamaDecoder:
             outs = []
             for lo, hi, sl, kv_len, valid, mask in runs:
                 keys, values = self.keys[li][sl, :, :kv_len], self.values[li][sl, :, :kv_len]
-                if valid is None and self.group_queries:
-                    # one token per row; the query heads sharing a kv head are its query rows:
-                    # [R, kv_heads, groups, d] against the cache's [R, kv_heads, L, d], no KV expansion
-                    att = F.scaled_dot_product_attention(q[lo:hi].view(hi - lo, nkv, nh // nkv, d), keys, values,
-                                                         attn_mask=mask)
-                    outs.append(att.reshape(hi - lo, nh * d))
-                elif valid is None:  # one token per row: [R, nh, 1, d]
+                if valid is None:  # one token per row: [R, nh, 1, d]
                     att = F.scaled_dot_product_attention(q[lo:hi, :, None], keys, values, attn_mask=mask, enable_gqa=True)
                     outs.append(att.reshape(hi - lo, nh * d))
                 else:  # padded to the run's longest row: [R, nh, T, d]
