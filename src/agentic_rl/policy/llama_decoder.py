@@ -163,7 +163,14 @@ class SlotLlamaDecoder:
 
     @torch.no_grad()
     def sync(self, force: bool = False) -> bool:
-        """Rebuild the fused, prepacked weight copies if any parameter changed; returns True if rebuilt."""
+        """Rebuild the fused, prepacked weight copies if any parameter changed; returns True if rebuilt.
+
+        A change is seen through the parameters' autograd version counters, which in-place torch
+        ops bump. Kernels that write weights without bumping them (torch's fused optimizers) are
+        invisible: the recipe's optimizer bumps them in a step hook
+        (:func:`agentic_rl.trainer.recipe.make_optimizer`); other code that updates weights that
+        way must call ``sync(force=True)``.
+        """
         version = self._param_version()
         if not force and version == self._version:
             return False
