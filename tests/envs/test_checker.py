@@ -11,6 +11,7 @@ from agentic_rl.envs.checker import CHECKS, EnvCheckError, check_env, play_oracl
 from agentic_rl.errors import UnknownEnvError
 from agentic_rl.rewards import RewardFunction, RewardGroup, Rubric
 from agentic_rl.types import Message, Observation
+from tests.markers import env_params
 
 
 def test_calculator_passes_every_check():
@@ -261,7 +262,7 @@ def _builtin_ids() -> list[str]:
     return [spec.env_id for spec in registered()]
 
 
-@pytest.mark.parametrize("env_id", _builtin_ids())
+@pytest.mark.parametrize("env_id", env_params(_builtin_ids()))
 def test_every_builtin_env_passes(env_id):
     from agentic_rl.errors import EnvUnavailableError
 

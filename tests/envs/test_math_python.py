@@ -11,6 +11,7 @@ from agentic_rl.envs.checker import check_env, play_oracle
 from agentic_rl.envs.math_python import LEVELS, MathPythonEnv, gsm_program
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.types import Action
+from tests.markers import needs_bwrap
 
 
 def act(text: str, turn: int = 0) -> Action:
@@ -80,6 +81,7 @@ def test_answer_in_a_tool_call_reply_is_a_tool_turn(env):
     assert not terminated and reward == 0.0 and info["tool_calls"] == 1
 
 
+@needs_bwrap
 def test_python_tool_is_stateful_within_and_fresh_across_episodes(env):
     env.reset(seed=2)
     env.step(act(python_call("x = 6 * 7")))
@@ -101,6 +103,7 @@ def test_tool_calls_are_audited(tmp_path):
         ("python", "allow", "t-1", "r1")]
 
 
+@needs_bwrap
 def test_rubric_scores_the_oracle_episode(env):
     trajectory = play_oracle(env, 0)
     total, comps = env.rubric().score(trajectory)

@@ -11,6 +11,7 @@ from agentic_rl.envs.checker import EnvCheckError, check_env
 from agentic_rl.errors import UnknownEnvError
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.types import Action
+from tests.markers import needs_bwrap
 
 SAMPLE = ["countdown", "chain_sum", "gsm_symbolic", "word_sorting", "maze", "basic_arithmetic"]
 
@@ -88,6 +89,7 @@ def test_unknown_task_or_version_is_a_clear_unknown_env_error():
     assert accepts("rg/countdown-v0", "audit_path")
 
 
+@needs_bwrap
 def test_optional_python_tool():
     env = make("rg/chain_sum-v0", python_tool=True)
     obs, _ = env.reset(seed=1)

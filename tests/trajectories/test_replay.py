@@ -13,6 +13,7 @@ from agentic_rl.rewards import Rubric
 from agentic_rl.trajectories import open_run_store
 from agentic_rl.trajectories.replay import logprob_drift, replay, rescore
 from agentic_rl.types import Action, Message, Observation
+from tests.markers import env_params
 
 
 class FlakyEnv(Env):
@@ -103,7 +104,7 @@ def _builtin_env_ids():
     return [spec.env_id for spec in registered()]
 
 
-@pytest.mark.parametrize("env_id", _builtin_env_ids())
+@pytest.mark.parametrize("env_id", env_params(_builtin_env_ids()))
 def test_every_builtin_env_replays_its_oracle_run_without_divergence(env_id, chat):
     """Record a real episode of each built-in env (its oracle through the rollout engine, or a
     fixed reply when it has none) and replay it in a fresh instance: zero divergences."""
