@@ -197,7 +197,8 @@ def _register_product_env() -> None:
 def run_agentic(mode: str, steps: int, max_completion: int) -> dict:
     """agentic-rl side: the recipe's setup, warm-up (tools mode), optimizer and rl_step."""
     from agentic_rl.config import TrainConfig, load_config
-    from agentic_rl.trainer.recipe import make_optimizer, rl_step, setup, warmup
+    from agentic_rl.trainer.optim import make_optimizer
+    from agentic_rl.trainer.recipe import rl_step, setup, warmup
 
     _register_product_env()
     sets = {

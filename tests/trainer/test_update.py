@@ -201,7 +201,7 @@ def test_policy_gradient_argument_errors(model):
 def test_the_recipe_optimizer_is_fused_adamw_with_the_same_update(tiny_model_dir):
     from types import SimpleNamespace
 
-    from agentic_rl.trainer.recipe import make_optimizer
+    from agentic_rl.trainer.optim import make_optimizer
 
     def stepped(fused: bool) -> list[torch.Tensor]:
         model = load_model(tiny_model_dir)
@@ -232,7 +232,7 @@ def test_fast_sampler_samples_from_the_weights_after_a_recipe_optimizer_step(tin
     from agentic_rl.policy.base import GenerationRequest, SamplingParams
     from agentic_rl.policy.fast import FastPolicy
     from agentic_rl.policy.hf import HFPolicy
-    from agentic_rl.trainer.recipe import make_optimizer
+    from agentic_rl.trainer.optim import make_optimizer
 
     model = load_model(tiny_model_dir)
     run = SimpleNamespace(model=model, scale=SimpleNamespace(ctx=SimpleNamespace(distributed=False)))

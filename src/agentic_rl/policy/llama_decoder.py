@@ -168,7 +168,7 @@ class SlotLlamaDecoder:
         A change is seen through the parameters' autograd version counters, which in-place torch
         ops bump. Kernels that write weights without bumping them (torch's fused optimizers) are
         invisible: the recipe's optimizer bumps them in a step hook
-        (:func:`agentic_rl.trainer.recipe.make_optimizer`); other code that updates weights that
+        (:func:`agentic_rl.trainer.optim.make_optimizer`); other code that updates weights that
         way must call ``sync(force=True)``.
         """
         version = self._param_version()

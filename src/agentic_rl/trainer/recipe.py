@@ -20,7 +20,6 @@ checkpoint with the same optimizer, RNG and step.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import logging
@@ -42,10 +41,12 @@ from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
 from agentic_rl.trainer.credit import ALGORITHMS, CRITIC_ALGORITHMS, assign_credit, turn_means
 from agentic_rl.trainer.critic import ValueModel, hidden_size
-from agentic_rl.trainer.distributed import DataParallelOptimizer, all_reduce_sum, broadcast_parameters, data_parallel_update, shard
+from agentic_rl.trainer.distributed import all_reduce_sum, broadcast_parameters, data_parallel_update, shard
 from agentic_rl.trainer.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
 from agentic_rl.errors import ConfigError
 from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
+from agentic_rl.trainer.optim import make_optimizer
+from agentic_rl.trainer.reference import REFERENCE_FILE, reference_model, save_reference
 from agentic_rl.trainer.outputs import export_model, write_summary
 from agentic_rl.trainer.report import write_report
 from agentic_rl.trainer.scale import (
@@ -178,33 +179,6 @@ def env_kwargs(run: Run, **extra: Any) -> dict[str, Any]:
     if accepts(run.config.env.id, "run_id"):
         kwargs.setdefault("run_id", run.run_dir.name)
     return kwargs
-
-
-def _fusable(params: list[torch.Tensor]) -> bool:
-    """Whether torch's fused AdamW takes these parameters (floating point, CPU or CUDA)."""
-    return bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
-
-
-def _mark_parameters_changed(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-    """Optimizer step post-hook: bump the version counter of every parameter the step updated
-    (``FastPolicy`` refreshes its weight copies when a version moves)."""
-    torch.autograd.graph.increment_version([p for group in optimizer.param_groups for p in group["params"]])
-
-
-def make_optimizer(run: Run, lr: float, weight_decay: float = 0.0, max_grad_norm: float = 1.0) -> torch.optim.Optimizer:
-    """AdamW (Loshchilov & Hutter 2019) over the trainable parameters; under torchrun wrapped so
-    its step averages the ranks' gradients and clips their global norm to ``max_grad_norm``.
-
-    The fused implementation (``fused=True``, one kernel over all parameters): on this 2-core
-    CPU its step over SmolLM2-135M's parameters takes 0.14 s against 0.97 s for the default
-    per-tensor loop (6.9×, ``benchmarks/optimizer_step.py``); same update to 1.2e-7. The fused
-    kernel writes the parameters without bumping their autograd version counters, which is
-    how the fast sampler sees that the weights changed; a step hook bumps them after each step.
-    """
-    params = [p for p in run.model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=_fusable(params))
-    optimizer.register_step_post_hook(_mark_parameters_changed)
-    return DataParallelOptimizer(optimizer, run.scale.ctx, max_grad_norm) if run.scale.ctx.distributed else optimizer
 
 
 def _update_fn(run: Run, update: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
@@ -476,9 +450,10 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
         first_step = 0
         _save_checkpoint(run, optimizer, TrainerState(0, run.evals, run.timings))
         if alg.kl_coef > 0 and main:
-            torch.save(_reference_weights(run.model), run_dir / "checkpoints" / "reference.pt")
+            save_reference(run.model, run_dir / "checkpoints" / REFERENCE_FILE)
     # ranks > 0 start RL with the same weights as rank 0 and never read its files
-    ref_model = _reference_model(run, load=main) if alg.kl_coef > 0 else None
+    reference = run.run_dir / "checkpoints" / REFERENCE_FILE if main else None
+    ref_model = reference_model(run.model, reference) if alg.kl_coef > 0 else None
     rl_started = time.perf_counter()
     done, spent = first_step, 0.0  # spent: seconds of RL steps in this process (evals excluded)
     for step in range(first_step, alg.steps):
@@ -521,17 +496,3 @@ def _load_value_head(run: Run, checkpoint: Path) -> None:
         run.critic.head.load(path, run.critic.optimizer)
     else:  # killed between writing the checkpoint and the value head
         log.warning("no value head in %s: PPO's value head restarts from zero", checkpoint)
-
-
-def _reference_weights(model) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
-def _reference_model(run: Run, load: bool = True):
-    ref = copy.deepcopy(run.model).eval()
-    path = run.run_dir / "checkpoints" / "reference.pt"
-    if load and path.exists():
-        ref.load_state_dict(torch.load(path, weights_only=True))
-    for p in ref.parameters():
-        p.requires_grad_(False)
-    return ref
