@@ -332,7 +332,6 @@ def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: An
     """One RL step: G rollouts for each of B tasks, rubric, credit assignment, PPO-clip update."""
     cfg = run.config
     alg = cfg.algorithm
-    t0 = time.perf_counter()
     ctx = run.scale.ctx
     t0 = time.perf_counter()
     # under torchrun: this rank's contiguous share of the tasks (whole groups)
