@@ -4,13 +4,28 @@ Both sides train SmolLM2-135M-Instruct (fp32 weights from the shipped GGUF, full
 AdamW) on CPU with: 1 prompt x 4 completions per optimizer step (G = 4), at most
 ``--max-completion`` tokens per completion, T = 1.0, lr 1e-6, no KL term (TRL's default
 beta = 0). Each side runs in its own subprocess, one after the other (never concurrently), and
-reports seconds per optimizer step (median, first step excluded) and peak RSS.
+reports seconds per optimizer step (median, first step excluded), the completion tokens it
+sampled per step, and peak RSS.
+
+Completion lengths: at T = 1 a completion ends whenever the model samples end-of-turn, so with
+4 completions per step the step time swings with what each side happened to sample (on one
+run: 2.2-9.3 s for agentic-rl, 5.3-12.8 s for TRL). In ``single`` mode both sides therefore
+sample exactly ``--max-completion`` tokens per completion by default (``--fixed-length``):
+TRL through ``generation_kwargs={"min_new_tokens": ...}`` (``generate`` masks end-of-turn
+until then), agentic-rl by giving the sampler no end-of-turn id. ``--no-fixed-length`` compares
+free-running lengths instead. ``tools`` mode always runs free (a tool call ends at end-of-turn).
 
 Modes (``--mode``):
 
-* ``single``: one turn; "What is a * b? Reply with just the number."; reward 1 if the product
-  appears in the reply. TRL: ``GRPOTrainer`` with a reward function. agentic-rl: the recipe's
-  ``rl_step`` on an equivalent one-turn env registered by this script.
+* ``single``: one turn; "What is a * b? Reply with just the number."; reward: 1 if the product
+  appears in the reply, else 0.1 x the share of its characters that are digits
+  (:func:`product_score`, the same function on both sides). The partial credit makes the 4
+  rewards of a group differ, so every step has non-zero advantages and both sides really
+  update. (With a 0/1 reward most groups are all-wrong: agentic-rl then skips the update, as
+  groups without signal carry no gradient, while TRL still runs forward and backward; such
+  steps would compare a rollout against a rollout plus an update.) TRL: ``GRPOTrainer`` with
+  a reward function. agentic-rl: the recipe's ``rl_step`` on an equivalent one-turn env
+  registered by this script.
 * ``tools``: multi-turn with a calculator tool, up to 2 tool-call rounds + the answer. TRL:
   ``GRPOTrainer(tools=[calculator])`` (its multi-turn tool loop; the tokenizer gets TRL's
   Qwen2.5 ChatML template, which TRL's tool parser recognises and which uses SmolLM2's special
@@ -79,8 +94,15 @@ def _final_text(completion) -> str:
     return texts[-1] if texts else ""
 
 
+def product_score(text: str, answer: int) -> float:
+    """1 if ``answer`` appears in ``text``, else 0.1 x the share of characters that are digits."""
+    if str(answer) in text.replace(",", ""):
+        return 1.0
+    return 0.1 * sum(ch.isdigit() for ch in text) / max(len(text), 1)
+
+
 def product_reward(completions, answer, **kwargs):
-    return [float(str(a) in _completion_text(c).replace(",", "")) for c, a in zip(completions, answer)]
+    return [product_score(_completion_text(c), a) for c, a in zip(completions, answer)]
 
 
 def final_answer_reward(completions, answer, **kwargs):
@@ -113,8 +135,8 @@ def _trl_sft_warmup(model, tok, steps: int) -> None:
     tok.padding_side = side
 
 
-def run_trl(mode: str, steps: int, max_completion: int) -> dict:
-    """TRL GRPOTrainer side; returns seconds per step and peak RSS."""
+def run_trl(mode: str, steps: int, max_completion: int, fixed_length: bool) -> dict:
+    """TRL GRPOTrainer side; returns seconds and completion tokens per step, and peak RSS."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -151,23 +173,32 @@ def run_trl(mode: str, steps: int, max_completion: int) -> dict:
         def on_step_end(self, args, state, control, **kw):
             self.times.append(time.perf_counter() - self.t0)
 
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "completions/mean_length" in logs:
+                tokens.append(logs["completions/mean_length"] * G)
+
+    tokens: list[float] = []
     timer = Timer()
+    if fixed_length and mode == "single":
+        kwargs_gen = {"generation_kwargs": {"min_new_tokens": max_completion}}
+    else:
+        kwargs_gen = {}
     cfg = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="trl-grpo-"), use_cpu=True, bf16=False, fp16=False,
         per_device_train_batch_size=G, gradient_accumulation_steps=1, num_generations=G,
         max_completion_length=max_completion, max_tool_calling_iterations=2 if mode == "tools" else None,
         max_steps=steps, learning_rate=LR, beta=0.0, temperature=1.0, logging_steps=1, save_strategy="no",
-        report_to="none", seed=0, dataloader_num_workers=0, disable_tqdm=True,
+        report_to="none", seed=0, dataloader_num_workers=0, disable_tqdm=True, **kwargs_gen,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=cfg, train_dataset=Dataset.from_list(rows),
                           processing_class=tok, callbacks=[timer], **kwargs)
     trainer.train()
-    return {"step_s": timer.times, "peak_rss_mb": _peak_rss_mb()}
+    return {"step_s": timer.times, "tokens": tokens, "peak_rss_mb": _peak_rss_mb()}
 
 
 # ----------------------------------------------------------------------------------- agentic-rl
 def _register_product_env() -> None:
-    """One-turn product questions, reward 1 if the product appears in the reply."""
+    """One-turn product questions, rewarded by :func:`product_score`."""
     from agentic_rl.envs import register
     from agentic_rl.envs.base import Env
     from agentic_rl.rewards import RewardGroup, RewardWeights, Rubric
@@ -187,14 +218,14 @@ def _register_product_env() -> None:
 
         def rubric(self, weights=RewardWeights()):
             def correct(t):
-                return float(str(t.turns[-1].info.get("answer")) in t.turns[-1].action.text.replace(",", ""))
+                return product_score(t.turns[-1].action.text, t.turns[-1].info.get("answer"))
 
             return Rubric([RewardFunction("correct_answer", RewardGroup.OUTCOME, correct)], weights)
 
     register("bench-product-v0", ProductEnv, "benchmark: one-turn products")
 
 
-def run_agentic(mode: str, steps: int, max_completion: int) -> dict:
+def run_agentic(mode: str, steps: int, max_completion: int, fixed_length: bool) -> dict:
     """agentic-rl side: the recipe's setup, warm-up (tools mode), optimizer and rl_step."""
     from agentic_rl.config import TrainConfig, load_config
     from agentic_rl.trainer.optim import make_optimizer
@@ -221,10 +252,17 @@ def run_agentic(mode: str, steps: int, max_completion: int) -> dict:
     if mode == "tools":
         warmup(run, lambda *a: None)
     optimizer = make_optimizer(run, LR)  # the recipe's optimizer (fused AdamW, as TRL's default adamw_torch_fused)
-    times = []
+    if fixed_length and mode == "single":
+        run.policy.eos_token_id = -1  # an id never sampled: every completion runs to max_completion
+    times, tokens, rollouts, updates = [], [], [], []
     for step in range(steps):
-        times.append(rl_step(run, step, optimizer, None)["perf/step_time_s"])
-    return {"step_s": times, "peak_rss_mb": _peak_rss_mb()}
+        metrics = rl_step(run, step, optimizer, None)
+        times.append(metrics["perf/step_time_s"])
+        tokens.append(metrics["perf/tokens_per_s"] * metrics["perf/rollout_time_s"])
+        rollouts.append(metrics["perf/rollout_time_s"])
+        updates.append(metrics["perf/update_time_s"])
+    return {"step_s": times, "tokens": tokens, "rollout_s": rollouts, "update_s": updates,
+            "peak_rss_mb": _peak_rss_mb()}
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -234,29 +272,40 @@ def main() -> None:
     parser.add_argument("--mode", choices=["single", "tools"], default="single")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--max-completion", type=int, default=64)
+    parser.add_argument("--fixed-length", action=argparse.BooleanOptionalAction, default=True,
+                        help="single mode: every completion samples exactly --max-completion tokens (default)")
     parser.add_argument("--side", choices=["trl", "agentic-rl"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
         fn = run_trl if args.side == "trl" else run_agentic
-        print("RESULT " + json.dumps(fn(args.mode, args.steps, args.max_completion)))
+        print("RESULT " + json.dumps(fn(args.mode, args.steps, args.max_completion, args.fixed_length)))
         return
     results = {}
     for side in ("agentic-rl", "trl"):
         cmd = [sys.executable, __file__, "--side", side, "--mode", args.mode, "--steps", str(args.steps),
-               "--max-completion", str(args.max_completion)]
+               "--max-completion", str(args.max_completion), "--fixed-length" if args.fixed_length else "--no-fixed-length"]
         out = subprocess.run(cmd, capture_output=True, text=True)
         line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
             sys.exit(f"{side} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
         results[side] = json.loads(line[len("RESULT "):])
-    print(f"GRPO step, mode={args.mode}: 1 prompt x {G} completions, <= {args.max_completion} tokens, "
-          f"lr {LR}, no KL; {args.steps} steps, median without the first")
-    print(f"{'framework':<11} | {'s/step':>7} | {'all steps (s)':<40} | {'peak RSS MB':>11}")
+    fixed = args.fixed_length and args.mode == "single"
+    print(f"GRPO step, mode={args.mode}: 1 prompt x {G} completions, "
+          f"{'exactly' if fixed else '<='} {args.max_completion} tokens, lr {LR}, no KL; "
+          f"{args.steps} steps, median without the first")
+    print(f"{'framework':<11} | {'s/step':>7} | {'all steps (s)':<40} | {'sampled tokens/step':>19} | {'peak RSS MB':>11}")
     med = {}
     for side, r in results.items():
         med[side] = statistics.median(r["step_s"][1:] or r["step_s"])
         steps = ", ".join(f"{t:.1f}" for t in r["step_s"])
-        print(f"{side:<11} | {med[side]:>7.2f} | {steps:<40} | {r['peak_rss_mb']:>11.0f}")
+        toks = statistics.median(r["tokens"][1:] or r["tokens"]) if r["tokens"] else float("nan")
+        print(f"{side:<11} | {med[side]:>7.2f} | {steps:<40} | {toks:>19.0f} | {r['peak_rss_mb']:>11.0f}")
+    r = results["agentic-rl"]
+    if r.get("update_s"):
+        skipped = sum(u < 0.05 for u in r["update_s"][1:])
+        print(f"agentic-rl split (median without the first): rollout {statistics.median(r['rollout_s'][1:] or r['rollout_s']):.2f} s, "
+              f"update {statistics.median(r['update_s'][1:] or r['update_s']):.2f} s; "
+              f"steps without an update (no reward signal): {skipped} of {len(r['update_s'][1:])}")
     print(f"agentic-rl / TRL step time = {med['agentic-rl'] / med['trl']:.2f}x (target <= 0.5)")
 
 
