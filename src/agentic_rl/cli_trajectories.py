@@ -256,18 +256,15 @@ def run_evaluation(config, model_spec: str, env_id: str, episodes: int, k: int) 
         ``(report, trajectories)`` with the report of
         :func:`~agentic_rl.trainer.eval_metrics.eval_report` plus ``model``, ``env_id``, ``k``.
     """
-    import torch
-
     from agentic_rl.envs import make
     from agentic_rl.policy.chat import ChatFormat
-    from agentic_rl.policy.fast import make_policy
+    from agentic_rl.policy.fast import make_policy_from_config
     from agentic_rl.rollout import run_episodes
     from agentic_rl.trainer.eval_metrics import eval_report
 
     model, tok = load_model_spec(model_spec)
     chat = ChatFormat(tok)
-    policy = make_policy(model, chat.eos_token_id, tok.pad_token_id, fast=config.model.sampler == "fast",
-                         max_batch=config.model.max_batch, dtype=getattr(torch, config.model.sampler_dtype))
+    policy = make_policy_from_config(model, config.model, chat.eos_token_id, tok.pad_token_id)
     seeds = [config.eval.seed_start + i for i in range(episodes) for _ in range(k)]
     from agentic_rl.trainer.recipe import permission_kwargs
 

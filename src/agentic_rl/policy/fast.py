@@ -34,7 +34,7 @@ from agentic_rl.policy.base import Generation, GenerationRequest, SamplingParams
 from agentic_rl.policy.llama_decoder import SlotLlamaDecoder, UnsupportedModel
 from agentic_rl.policy.sampling import RowSampler, sample_tokens
 
-__all__ = ["FastPolicy", "DecodeStream", "make_policy"]
+__all__ = ["FastPolicy", "DecodeStream", "make_policy", "make_policy_from_config"]
 
 
 @dataclass
@@ -354,12 +354,25 @@ def make_policy(model, eos_token_id: int, pad_token_id: int, generator: torch.Ge
     """
     from agentic_rl.policy.hf import HFPolicy
 
+    other_dtype = dtype is not None and dtype != next(model.parameters()).dtype
     if fast:
         try:
             return FastPolicy(model, eos_token_id, pad_token_id, generator=generator, max_batch=max_batch, dtype=dtype)
         except UnsupportedModel:
-            if dtype is not None and dtype != next(model.parameters()).dtype:
+            if other_dtype:
                 raise
-    elif dtype is not None and dtype != next(model.parameters()).dtype:
+    elif other_dtype:
         raise UnsupportedModel(f"sampling in {dtype} needs the fast sampler (model.sampler = 'fast')")
     return HFPolicy(model, eos_token_id, pad_token_id, generator=generator)
+
+
+def make_policy_from_config(model, model_config, eos_token_id: int, pad_token_id: int,
+                            generator: torch.Generator | None = None):
+    """:func:`make_policy` with the sampler settings of a ``[model]`` config section
+    (:class:`~agentic_rl.config.ModelConfig`: ``sampler``, ``max_batch``, ``sampler_dtype``).
+
+    Raises:
+        UnsupportedModel: as :func:`make_policy`.
+    """
+    return make_policy(model, eos_token_id, pad_token_id, generator=generator, fast=model_config.sampler == "fast",
+                       max_batch=model_config.max_batch, dtype=getattr(torch, model_config.sampler_dtype))

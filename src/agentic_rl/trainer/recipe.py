@@ -35,7 +35,7 @@ import torch
 from agentic_rl.config import TrainConfig, load_config, save_config
 from agentic_rl.envs import accepts, make
 from agentic_rl.policy.chat import ChatFormat
-from agentic_rl.policy.fast import make_policy
+from agentic_rl.policy.fast import make_policy_from_config
 from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
@@ -146,9 +146,7 @@ def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> 
     main = scale.ctx.is_main
     chat = ChatFormat(tokenizer)
     sampler = torch.Generator().manual_seed(config.seed)
-    policy = make_policy(model, chat.eos_token_id, tokenizer.pad_token_id, generator=sampler,
-                         fast=config.model.sampler == "fast", max_batch=config.model.max_batch,
-                         dtype=getattr(torch, config.model.sampler_dtype))
+    policy = make_policy_from_config(model, config.model, chat.eos_token_id, tokenizer.pad_token_id, generator=sampler)
     return Run(
         config, run_dir, model, tokenizer, chat, policy, sampler,
         run_metrics_log(run_dir, config.tracking, config=dataclasses.asdict(config)) if main else NullMetricsLog(),
