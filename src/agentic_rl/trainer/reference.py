@@ -14,8 +14,8 @@ REFERENCE_FILE = "reference.pt"
 
 
 def save_reference(model: torch.nn.Module, path: Path) -> None:
-    """Save a copy of ``model``'s current weights (its state dict) to ``path``."""
-    torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, path)
+    """Save ``model``'s current weights (its state dict) to ``path``."""
+    torch.save(model.state_dict(), path)
 
 
 def reference_model(model: torch.nn.Module, path: Path | None = None) -> torch.nn.Module:
