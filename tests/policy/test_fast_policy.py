@@ -125,6 +125,34 @@ def test_weight_change_is_picked_up(model, chat):
     assert [g.logprobs for g in before] != [g.logprobs for g in after]
 
 
+def test_weight_change_between_steps_of_an_open_stream_is_picked_up(model, chat):
+    """The parameter list is read when a stream opens; each step still checks their versions."""
+    ctx = _contexts(chat, 1)[0]
+    fast = FastPolicy(model, -1, 0)
+    with fast.open_stream(SAMPLE) as stream:
+        stream.submit(GenerationRequest(tuple(ctx), 4, cache_key="e", sample_seed=1))
+        stream.step()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        stream.step()
+        assert fast.decoder._version == fast.decoder._param_version()  # rebuilt from the new weights
+
+
+def test_adapter_attached_after_the_policy_was_built_is_used(model, chat):
+    from peft import LoraConfig, get_peft_model
+
+    fast = FastPolicy(model, -1, 0)
+    reqs = [GenerationRequest(tuple(c), 6, sample_seed=i) for i, c in enumerate(_contexts(chat, 2))]
+    fast.generate(reqs, SAMPLE)  # weights copied before the adapter exists
+    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    _assert_same(HFPolicy(peft_model, -1, 0).generate(reqs, SAMPLE), fast.generate(reqs, SAMPLE))
+
+
 def test_lora_adapters_are_merged_for_sampling(model, chat):
     from peft import LoraConfig, get_peft_model
 

@@ -160,6 +160,7 @@ class DecodeStream:
     """
 
     def __init__(self, policy: FastPolicy, sampling: SamplingParams) -> None:
+        policy.decoder.refresh_parameters()  # once per stream; every step then checks their versions
         self.policy = policy
         self.sampling = sampling
         self._queue: list[tuple[int, _Row]] = []

@@ -151,6 +151,7 @@ class SlotLlamaDecoder:
             raise ValueError(f"unsupported sampler dtype {self.dtype}")
         self.device = base.model.embed_tokens.weight.device
         self._version: tuple[tuple[int, int], ...] | None = None
+        self._params = list(model.parameters())  # what sync() watches; see refresh_parameters()
         self._pack = _mkldnn_linear_works(self.dtype)
         self._linears: list[tuple[_Linear, _Linear, _Linear, _Linear]] = []  # per layer: qkv, o, gate_up, down
         shape = (slots, self.num_kv, capacity, self.head_dim)
@@ -158,19 +159,31 @@ class SlotLlamaDecoder:
         self.values = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
 
     # ---- weights ---------------------------------------------------------------------------
+    def refresh_parameters(self) -> None:
+        """Re-read the list of the model's parameters that :meth:`sync` watches.
+
+        Listing them walks every module (≈ 2 ms for SmolLM2, more under peft), too slow for every
+        decode step, so :meth:`sync` checks the list read here. :class:`~agentic_rl.policy.fast.DecodeStream`
+        calls this when it opens and ``sync(force=True)`` does too; call it after adding or
+        replacing parameters (attaching an adapter) while a stream is open.
+        """
+        self._params = list(self.model.parameters())
+
     def _param_version(self) -> tuple[tuple[int, int], ...]:
-        return tuple((id(p), p._version) for p in self.model.parameters())
+        return tuple((id(p), p._version) for p in self._params)
 
     @torch.no_grad()
     def sync(self, force: bool = False) -> bool:
         """Rebuild the fused, prepacked weight copies if any parameter changed; returns True if rebuilt.
 
-        A change is seen through the parameters' autograd version counters, which in-place torch
-        ops bump. Kernels that write weights without bumping them (torch's fused optimizers) are
+        A change is seen through the autograd version counters of the parameters listed by
+        :meth:`refresh_parameters`, which in-place torch ops bump. Kernels that write weights without bumping them (torch's fused optimizers) are
         invisible: the recipe's optimizer bumps them in a step hook
         (:func:`agentic_rl.trainer.optim.make_optimizer`); other code that updates weights that
         way must call ``sync(force=True)``.
         """
+        if force:
+            self.refresh_parameters()
         version = self._param_version()
         if not force and version == self._version:
             return False
