@@ -288,8 +288,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``agentic-rl`` command; returns the exit status."""
+    """Entry point of the ``agentic-rl`` command; returns the exit status.
+
+    Run as the command (``argv`` None), ``train`` and ``eval`` re-execute themselves once under
+    mimalloc (:mod:`agentic_rl.allocator`; ``AGENTIC_RL_ALLOCATOR=system`` keeps glibc's).
+    """
     args = build_parser().parse_args(argv)
+    if argv is None and args.command in ("train", "eval"):
+        from agentic_rl.allocator import reexec_with_allocator
+
+        try:
+            reexec_with_allocator()
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     _quiet_libraries()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:  # libraries that set their own logger to DEBUG

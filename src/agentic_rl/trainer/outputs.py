@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentic_rl.allocator import active_allocator
+
 
 def export_model(run: Any) -> None:
     """Save the final model (LoRA adapters merged in) and the tokenizer to ``RUN_DIR/final_model``.
@@ -22,7 +24,8 @@ def export_model(run: Any) -> None:
 
 def write_summary(run: Any, data_parallel: dict[str, Any] | None = None) -> None:
     """Write ``RUN_DIR/summary.json``: held-out success per eval tag (overall and per level), the
-    final eval's reward components, the timings (seconds), and under torchrun ``data_parallel``
+    final eval's reward components, the timings (seconds), the memory allocator the process ran
+    under (:func:`agentic_rl.allocator.active_allocator`), and under torchrun ``data_parallel``
     (``world_size`` and each rank's final-weights SHA-256, all equal)."""
     by_tag = {row["tag"]: row for row in run.evals}
     summary = {
@@ -34,6 +37,7 @@ def write_summary(run: Any, data_parallel: dict[str, Any] | None = None) -> None
         "final_reward_components": {k[len("eval/reward/"):]: v for k, v in by_tag.get("final", {}).items()
                                     if k.startswith("eval/reward/")},
         "timings_seconds": run.timings,
+        "allocator": active_allocator(),
     }
     if data_parallel:
         summary["data_parallel"] = data_parallel
