@@ -28,6 +28,7 @@ import time
 
 import torch
 
+from agentic_rl.allocator import active_allocator, reexec_with_allocator
 from agentic_rl.policy.base import GenerationRequest, SamplingParams
 from agentic_rl.policy.chat import ChatFormat
 from agentic_rl.policy.fast import FastPolicy
@@ -67,6 +68,7 @@ def main() -> None:
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                         help="also time the bfloat16 sampler (default: when oneDNN has bf16 kernels here)")
     args = parser.parse_args()
+    reexec_with_allocator()  # as the agentic-rl command runs; both sides share this process and allocator
     use_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported() if args.bf16 is None else args.bf16
 
     model_dir = resolve_model_dir(args.model)
@@ -124,7 +126,7 @@ def main() -> None:
 
     print(f"SmolLM2-135M fp32, {args.new_tokens} new tokens per row, T=1, median of {args.repeats}; "
           f"threads={torch.get_num_threads()}, measured peak {flops_peak / 1e9:.0f} GFLOP/s, "
-          f"bandwidth {bandwidth / 1e9:.1f} GB/s")
+          f"bandwidth {bandwidth / 1e9:.1f} GB/s; allocator {active_allocator()}")
     print(f"{'batch':>5} | {'HF generate tok/s':>17} | {'agentic-rl fp32 tok/s':>21} | {'ratio':>6} | "
           f"{'agentic-rl bf16 tok/s':>21} | {'ratio':>6} | {'fp32 limit tok/s':>16} | {'fp32 of limit':>13}")
     for batch, hf_tps, fast_tps, ratio, bf_tps, bf_ratio, limit_tps, frac in rows:

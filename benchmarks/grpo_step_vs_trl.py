@@ -33,8 +33,16 @@ Modes (``--mode``):
   agentic-rl: ``calculator-v0`` (``direct`` level), ``max_turns = 3``, after its own warm-up
   (12 steps of batch 4 on oracle demonstrations).
 
+Allocator (``--allocator``): the ``agentic-rl`` command runs its process under mimalloc
+(:mod:`agentic_rl.allocator`), TRL runs under glibc's ``malloc``. ``shipped`` (default) compares
+the two as they come; ``system`` and ``mimalloc`` put both sides under the same allocator.
+
+``--sampler-dtypes float32 bfloat16`` also times agentic-rl with a bfloat16 sampling copy
+(``model.sampler_dtype``; the update's importance ratio corrects the sampler/trainer mismatch),
+one of the speed levers the issue allows; TRL samples with its float32 model either way.
+
 Requires the ``bench`` extra (``pip install -e '.[bench]'``, i.e. ``trl``).
-Usage: ``python benchmarks/grpo_step_vs_trl.py --mode single --steps 5``.
+Usage: ``python benchmarks/grpo_step_vs_trl.py --mode single --steps 5 [--sampler-dtypes float32 bfloat16]``.
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from agentic_rl.allocator import ENV_SWITCH, allocator_env
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -225,7 +235,7 @@ def _register_product_env() -> None:
     register("bench-product-v0", ProductEnv, "benchmark: one-turn products")
 
 
-def run_agentic(mode: str, steps: int, max_completion: int, fixed_length: bool) -> dict:
+def run_agentic(mode: str, steps: int, max_completion: int, fixed_length: bool, sampler_dtype: str = "float32") -> dict:
     """agentic-rl side: the recipe's setup, warm-up (tools mode), optimizer and rl_step."""
     from agentic_rl.config import TrainConfig, load_config
     from agentic_rl.trainer.optim import make_optimizer
@@ -235,7 +245,7 @@ def run_agentic(mode: str, steps: int, max_completion: int, fixed_length: bool) 
     sets = {
         "algorithm.tasks_per_step": 1, "algorithm.group_size": G, "algorithm.lr": LR, "algorithm.kl_coef": 0.0,
         "algorithm.steps": steps, "rollout.max_new_tokens": max_completion, "rollout.temperature": 1.0,
-        "eval.base": False, "tracking.tensorboard": False,
+        "eval.base": False, "tracking.tensorboard": False, "model.sampler_dtype": sampler_dtype,
     }
     if mode == "single":
         sets.update({"env.id": "bench-product-v0", "rollout.max_turns": 1, "warmup.enabled": False,
@@ -274,39 +284,60 @@ def main() -> None:
     parser.add_argument("--max-completion", type=int, default=64)
     parser.add_argument("--fixed-length", action=argparse.BooleanOptionalAction, default=True,
                         help="single mode: every completion samples exactly --max-completion tokens (default)")
+    parser.add_argument("--sampler-dtypes", nargs="+", choices=["float32", "bfloat16"], default=["float32"],
+                        help="agentic-rl runs once per model.sampler_dtype listed (bfloat16: a bf16 sampling "
+                             "copy, the importance ratio corrects the mismatch; TRL samples with its fp32 model)")
+    parser.add_argument("--allocator", choices=["shipped", "system", "mimalloc"], default="shipped",
+                        help="shipped (default): agentic-rl under mimalloc as its command runs, TRL under glibc's "
+                             "malloc; system or mimalloc: both sides under that allocator")
     parser.add_argument("--side", choices=["trl", "agentic-rl"], help=argparse.SUPPRESS)
+    parser.add_argument("--sampler-dtype", default="float32", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
-        fn = run_trl if args.side == "trl" else run_agentic
-        print("RESULT " + json.dumps(fn(args.mode, args.steps, args.max_completion, args.fixed_length)))
+        if args.side == "trl":
+            result = run_trl(args.mode, args.steps, args.max_completion, args.fixed_length)
+        else:
+            result = run_agentic(args.mode, args.steps, args.max_completion, args.fixed_length, args.sampler_dtype)
+        print("RESULT " + json.dumps(result))
         return
     results = {}
-    for side in ("agentic-rl", "trl"):
+    sides = [("agentic-rl", dt) for dt in args.sampler_dtypes] + [("trl", "float32")]
+    for side, dtype in sides:
+        name = side if side == "trl" or dtype == "float32" else f"{side} {dtype}"
         cmd = [sys.executable, __file__, "--side", side, "--mode", args.mode, "--steps", str(args.steps),
-               "--max-completion", str(args.max_completion), "--fixed-length" if args.fixed_length else "--no-fixed-length"]
-        out = subprocess.run(cmd, capture_output=True, text=True)
+               "--max-completion", str(args.max_completion), "--sampler-dtype", dtype,
+               "--fixed-length" if args.fixed_length else "--no-fixed-length"]
+        mimalloc = args.allocator == "mimalloc" or (args.allocator == "shipped" and side == "agentic-rl")
+        env = allocator_env({**os.environ, ENV_SWITCH: "mimalloc" if mimalloc else "system"})
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
-            sys.exit(f"{side} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-        results[side] = json.loads(line[len("RESULT "):])
+            sys.exit(f"{name} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+        results[name] = json.loads(line[len("RESULT "):])
+        results[name]["allocator"] = "mimalloc" if mimalloc else "system"
     fixed = args.fixed_length and args.mode == "single"
     print(f"GRPO step, mode={args.mode}: 1 prompt x {G} completions, "
           f"{'exactly' if fixed else '<='} {args.max_completion} tokens, lr {LR}, no KL; "
           f"{args.steps} steps, median without the first")
-    print(f"{'framework':<11} | {'s/step':>7} | {'all steps (s)':<40} | {'sampled tokens/step':>19} | {'peak RSS MB':>11}")
+    print(f"{'framework':<19} | {'allocator':<9} | {'s/step':>7} | {'all steps (s)':<40} | {'sampled tokens/step':>19} | "
+          f"{'peak RSS MB':>11}")
     med = {}
     for side, r in results.items():
         med[side] = statistics.median(r["step_s"][1:] or r["step_s"])
         steps = ", ".join(f"{t:.1f}" for t in r["step_s"])
         toks = statistics.median(r["tokens"][1:] or r["tokens"]) if r["tokens"] else float("nan")
-        print(f"{side:<11} | {med[side]:>7.2f} | {steps:<40} | {toks:>19.0f} | {r['peak_rss_mb']:>11.0f}")
-    r = results["agentic-rl"]
-    if r.get("update_s"):
+        print(f"{side:<19} | {r['allocator']:<9} | {med[side]:>7.2f} | {steps:<40} | {toks:>19.0f} | "
+              f"{r['peak_rss_mb']:>11.0f}")
+    for side, r in results.items():
+        if side == "trl":
+            continue
         skipped = sum(u < 0.05 for u in r["update_s"][1:])
-        print(f"agentic-rl split (median without the first): rollout {statistics.median(r['rollout_s'][1:] or r['rollout_s']):.2f} s, "
+        print(f"{side} split (median without the first): rollout {statistics.median(r['rollout_s'][1:] or r['rollout_s']):.2f} s, "
               f"update {statistics.median(r['update_s'][1:] or r['update_s']):.2f} s; "
               f"steps without an update (no reward signal): {skipped} of {len(r['update_s'][1:])}")
-    print(f"agentic-rl / TRL step time = {med['agentic-rl'] / med['trl']:.2f}x (target <= 0.5)")
+    for side in results:
+        if side != "trl":
+            print(f"{side} / TRL step time = {med[side] / med['trl']:.2f}x (target <= 0.5)")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from agentic_rl.allocator import active_allocator, reexec_with_allocator
 from agentic_rl.envs.base import Env
 from agentic_rl.policy.base import Generation, GenerationRequest, SamplingParams
 from agentic_rl.policy.chat import ChatFormat
@@ -80,6 +81,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", default="default", help="default (SmolLM2), a HF model dir or a .gguf file")
     args = parser.parse_args()
+    reexec_with_allocator()  # as the agentic-rl command runs; both sides share this process and allocator
 
     model_dir = resolve_model_dir(args.model)
     model, tokenizer = load_model(model_dir), load_tokenizer(model_dir)
@@ -109,7 +111,7 @@ def main() -> None:
     base = results["8-turn (agentic-rl)"][0]
     one = results["1-turn, same sampled tokens"][0]
     print(f"{args.episodes} episodes, {args.turns} turns x {args.tokens_per_turn} sampled tokens, "
-          f"{args.tool_words}-word tool results; median of {args.repeats}")
+          f"{args.tool_words}-word tool results; median of {args.repeats}; allocator {active_allocator()}")
     print(f"{'schedule':<30} | {'seconds':>8} | {'sampled':>7} | {'stream':>7} | {'vs 8-turn':>9}")
     for name, (seconds, sampled, stream) in results.items():
         print(f"{name:<30} | {seconds:>8.2f} | {sampled:>7} | {stream:>7} | {seconds / base:>8.2f}x")
