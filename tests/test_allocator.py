@@ -54,6 +54,13 @@ def test_switch_system_keeps_glibc():
     assert allocator_env(env) == env
 
 
+def test_an_allocator_the_user_preloaded_is_kept():
+    env = _clean_env(LD_PRELOAD="/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
+    assert allocator_env(env) == env
+    once = allocator_env(_clean_env())
+    assert allocator_env(once) == once  # mimalloc already there: not added twice
+
+
 def test_bad_switch_value_is_a_clear_error():
     with pytest.raises(ValueError, match="mimalloc' or 'system'"):
         allocator_env(_clean_env(**{ENV_SWITCH: "tcmalloc"}))

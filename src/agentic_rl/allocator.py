@@ -61,7 +61,9 @@ def allocator_env(base: dict[str, str] | None = None) -> dict[str, str]:
 
     Returns a copy of ``base`` (default ``os.environ``) with the library prepended to
     ``LD_PRELOAD`` and ``MIMALLOC_PURGE_DELAY=-1`` unless the caller set one; unchanged when
-    ``AGENTIC_RL_ALLOCATOR=system``, off Linux, or when the library is missing or fails to load.
+    ``AGENTIC_RL_ALLOCATOR=system``, off Linux, when ``LD_PRELOAD`` already holds an allocator
+    (a library whose name contains ``malloc``: mimalloc, jemalloc, tcmalloc), or when the
+    library is missing or fails to load.
 
     Raises:
         ValueError: ``AGENTIC_RL_ALLOCATOR`` is set to something other than ``mimalloc`` or ``system``.
@@ -73,8 +75,9 @@ def allocator_env(base: dict[str, str] | None = None) -> dict[str, str]:
     path = mimalloc_path()
     if choice == "system" or not sys.platform.startswith("linux") or path is None:
         return env
-    if str(path) in env.get("LD_PRELOAD", "").split(":"):
-        return env
+    preloaded = env.get("LD_PRELOAD", "").replace(" ", ":").split(":")
+    if any("malloc" in Path(lib).name for lib in preloaded if lib):
+        return env  # mimalloc already, or an allocator the user chose (jemalloc, tcmalloc)
     if not _loads(path):
         return env
     env["LD_PRELOAD"] = ":".join(p for p in (str(path), env.get("LD_PRELOAD", "")) if p)
