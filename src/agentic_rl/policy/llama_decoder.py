@@ -162,10 +162,11 @@ class SlotLlamaDecoder:
     def refresh_parameters(self) -> None:
         """Re-read the list of the model's parameters that :meth:`sync` watches.
 
-        Listing them walks every module (≈ 2 ms for SmolLM2, more under peft), too slow for every
-        decode step, so :meth:`sync` checks the list read here. :class:`~agentic_rl.policy.fast.DecodeStream`
-        calls this when it opens and ``sync(force=True)`` does too; call it after adding or
-        replacing parameters (attaching an adapter) while a stream is open.
+        Listing them walks every module (measured for SmolLM2: 0.6 ms, 3.2 ms under peft), too
+        slow for every decode step, so :meth:`sync` checks the list read here.
+        :class:`~agentic_rl.policy.fast.DecodeStream` calls this when it opens and
+        ``sync(force=True)`` does too; call it after adding or replacing parameters (attaching
+        an adapter) while a stream is open.
         """
         self._params = list(self.model.parameters())
 
@@ -177,10 +178,10 @@ class SlotLlamaDecoder:
         """Rebuild the fused, prepacked weight copies if any parameter changed; returns True if rebuilt.
 
         A change is seen through the autograd version counters of the parameters listed by
-        :meth:`refresh_parameters`, which in-place torch ops bump. Kernels that write weights without bumping them (torch's fused optimizers) are
-        invisible: the recipe's optimizer bumps them in a step hook
-        (:func:`agentic_rl.trainer.optim.make_optimizer`); other code that updates weights that
-        way must call ``sync(force=True)``.
+        :meth:`refresh_parameters`, which in-place torch ops bump. Kernels that write weights
+        without bumping them (torch's fused optimizers) are invisible: the recipe's optimizer
+        bumps them in a step hook (:func:`agentic_rl.trainer.optim.make_optimizer`); other code
+        that updates weights that way must call ``sync(force=True)``.
         """
         if force:
             self.refresh_parameters()
