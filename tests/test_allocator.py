@@ -3,6 +3,7 @@ processes, the re-exec of a running command, the off switch, and bad input."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -80,3 +81,16 @@ def test_a_library_that_does_not_load_is_skipped(tmp_path, monkeypatch):
 
 def test_this_process_reports_its_allocator():
     assert active_allocator() in ("mimalloc", "system")
+
+
+def test_train_command_runs_under_mimalloc_and_records_it(tiny_model_dir, tmp_path):
+    """The real command: ``python -m agentic_rl.cli train`` re-executes itself under mimalloc and
+    the run's summary.json says so (a one-step run of a tiny random Llama)."""
+    overrides = [f"model.path='{tiny_model_dir}'", "model.num_threads=1", "algorithm.steps=1",
+                 "algorithm.tasks_per_step=1", "algorithm.group_size=2", "warmup.enabled=false", "eval.size=1",
+                 "eval.base=false", "rollout.max_new_tokens=8", f"output_dir='{tmp_path}'", "tracking.tensorboard=false"]
+    cmd = [sys.executable, "-m", "agentic_rl.cli", "train", *[a for o in overrides for a in ("--set", o)]]
+    out = subprocess.run(cmd, env=_clean_env(HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    assert summary["allocator"] == "mimalloc"
