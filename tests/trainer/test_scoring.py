@@ -90,3 +90,23 @@ def test_score_of_segments_equals_scoring_each_segment_alone(tiny_model_dir):
     assert torch.allclose(segmented, separately, atol=1e-5)
     assert not torch.allclose(segmented[6:], as_one[6:], atol=1e-3)  # later segments see no earlier tokens
     assert torch.allclose(segmented[:6], as_one[:6], atol=1e-5)  # the first segment is the same either way
+
+
+def test_entropy_over_more_rows_than_one_chunk_matches_the_full_softmax(tiny_model_dir):
+    """score() computes the entropy in row chunks (bounded memory); it must equal the entropy of
+    softmax(logits / T) over the whole vocabulary for every trained token, across chunk borders."""
+    from agentic_rl.policy.model_loading import load_model
+    from agentic_rl.trainer import scoring
+
+    model = load_model(tiny_model_dir).eval()
+    g = torch.Generator().manual_seed(1)
+    n = scoring._ENTROPY_CHUNK + 90  # trained tokens: one full chunk and a partial one
+    ids = torch.randint(3, 49152, (n + 1,), generator=g).tolist()
+    t = _traj(ids, [0] + [1] * n, [0.0] * (n + 1))
+    with torch.no_grad():
+        logprobs, entropy = scoring.score(model, pack([t]), temperature=0.7, with_entropy=True)
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0, :-1].float() / 0.7, dim=-1)
+    expected = -(logp.exp() * logp).sum(-1)
+    assert entropy.shape == logprobs.shape == (n,)
+    assert torch.allclose(entropy, expected, atol=1e-4)
+    assert torch.allclose(logprobs, logp.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0], atol=1e-4)
