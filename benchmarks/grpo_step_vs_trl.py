@@ -58,7 +58,7 @@ import sys
 import tempfile
 import time
 
-from agentic_rl.allocator import ENV_SWITCH, allocator_env
+from agentic_rl.allocator import ENV_SWITCH, active_allocator, allocator_env
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -298,6 +298,7 @@ def main() -> None:
             result = run_trl(args.mode, args.steps, args.max_completion, args.fixed_length)
         else:
             result = run_agentic(args.mode, args.steps, args.max_completion, args.fixed_length, args.sampler_dtype)
+        result["allocator"] = active_allocator()  # what this process really runs under
         print("RESULT " + json.dumps(result))
         return
     results = {}
@@ -314,7 +315,6 @@ def main() -> None:
         if line is None:
             sys.exit(f"{name} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
         results[name] = json.loads(line[len("RESULT "):])
-        results[name]["allocator"] = "mimalloc" if mimalloc else "system"
     fixed = args.fixed_length and args.mode == "single"
     print(f"GRPO step, mode={args.mode}: 1 prompt x {G} completions, "
           f"{'exactly' if fixed else '<='} {args.max_completion} tokens, lr {LR}, no KL; "

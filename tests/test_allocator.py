@@ -22,8 +22,7 @@ REEXEC = "from agentic_rl.allocator import reexec_with_allocator; reexec_with_al
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in (ENV_SWITCH, "LD_PRELOAD", "MIMALLOC_PURGE_DELAY",
-                                                           "AGENTIC_RL_ALLOCATOR_REEXEC")}
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_SWITCH, "LD_PRELOAD", "MIMALLOC_PURGE_DELAY")}
     return {**env, **extra}
 
 

@@ -32,7 +32,6 @@ from pathlib import Path
 __all__ = ["ENV_SWITCH", "active_allocator", "allocator_env", "mimalloc_path", "reexec_with_allocator"]
 
 ENV_SWITCH = "AGENTIC_RL_ALLOCATOR"  # "mimalloc" (default) or "system"
-_MARKER = "AGENTIC_RL_ALLOCATOR_REEXEC"  # set on the re-executed process: never re-exec twice
 
 
 def mimalloc_path() -> Path | None:
@@ -106,12 +105,11 @@ def reexec_with_allocator() -> None:
     Raises:
         ValueError: a bad ``AGENTIC_RL_ALLOCATOR`` value.
     """
-    if os.environ.get(_MARKER) or active_allocator() == "mimalloc":
+    if active_allocator() == "mimalloc":
         return
     env = allocator_env()
     if env.get("LD_PRELOAD") == os.environ.get("LD_PRELOAD"):
-        return  # off, unavailable, or already preloaded
-    env[_MARKER] = "1"
+        return  # off, unavailable, or already preloaded (so the re-executed process stops here)
     argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
     sys.stdout.flush()
     sys.stderr.flush()

@@ -151,7 +151,7 @@ class SlotLlamaDecoder:
             raise ValueError(f"unsupported sampler dtype {self.dtype}")
         self.device = base.model.embed_tokens.weight.device
         self._version: tuple[tuple[int, int], ...] | None = None
-        self._params = list(model.parameters())  # what sync() watches; see refresh_parameters()
+        self.refresh_parameters()  # the parameters sync() watches
         self._pack = _mkldnn_linear_works(self.dtype)
         self._linears: list[tuple[_Linear, _Linear, _Linear, _Linear]] = []  # per layer: qkv, o, gate_up, down
         shape = (slots, self.num_kv, capacity, self.head_dim)
