@@ -7,7 +7,9 @@ import torch
 
 from agentic_rl.algorithms import (
     KL_ESTIMATORS,
+    KL_LOG_RATIO_CLAMP,
     entropy_from_logits,
+    estimate_kl,
     kl_k1,
     kl_k2,
     kl_k3,
@@ -165,6 +167,35 @@ def test_kl_k3_nonnegative_and_zero_when_equal():
     a, b = torch.randn(64), torch.randn(64)
     assert (kl_k3(a, b) >= 0).all()
     assert torch.equal(kl_k3(a, a), torch.zeros(64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_kl_k3_clamps_the_log_ratio_value_grad_and_count(dtype):
+    """logp -105 vs ref -5 (d = 100): exp(100) is inf in float32/bf16; clamped at d = 20 instead."""
+    logp = torch.tensor([-105.0, -5.0, -1.0, -2.0], dtype=dtype, requires_grad=True)
+    ref = torch.tensor([-5.0, -105.0, -2.0, -1.0], dtype=dtype)
+    kl, n_clamped = estimate_kl("k3", logp, ref)
+    # d = ref - logp = [100, -100, -1, 1] -> clamp to [-20, 20] -> [20, -20, -1, 1]
+    # k3 = e^d - d - 1: e^20 - 21 = 485165174.4098, e^-20 + 19 = 19.000000002,
+    #                   e^-1 = 0.3678794412, e - 2 = 0.7182818285
+    assert KL_LOG_RATIO_CLAMP == 20.0 and kl.dtype == torch.float32
+    close(kl.detach(), torch.tensor([math.exp(20) - 21, math.exp(-20) + 19, math.exp(-1), math.e - 2]), rtol=1e-6)
+    assert n_clamped == 2  # |d| = 100 > 20 twice
+    kl.sum().backward()
+    # dk3/dlogp = -(e^d - 1) inside the clamp, 0 where clamped: [0, 0, 1 - e^-1, 1 - e]
+    assert torch.isfinite(logp.grad).all()
+    close(logp.grad.float(), torch.tensor([0.0, 0.0, 1 - math.exp(-1), 1 - math.e]), atol=1e-2 if dtype != torch.float32
+          else 1e-6, rtol=1e-2 if dtype != torch.float32 else 1e-5)
+
+
+def test_estimate_kl_k1_k2_never_clamp():
+    logp, ref = torch.tensor([-105.0, 0.0]), torch.tensor([-5.0, 0.0])
+    # d = [100, 0]: k1 = logp - ref = [-100, 0]; k2 = d^2 / 2 = [5000, 0]; no clamping
+    assert estimate_kl("k1", logp, ref)[1] == estimate_kl("k2", logp, ref)[1] == 0
+    close(estimate_kl("k1", logp, ref)[0], torch.tensor([-100.0, 0.0]))
+    close(estimate_kl("k2", logp, ref)[0], torch.tensor([5000.0, 0.0]))
+    with pytest.raises(KeyError, match="k3"):
+        estimate_kl("k4", logp, ref)
 
 
 # ---------------------------------------------------------------- entropy

@@ -20,9 +20,11 @@ from agentic_rl.algorithms.advantages import (
 )
 from agentic_rl.algorithms.losses import (
     KL_ESTIMATORS,
+    KL_LOG_RATIO_CLAMP,
     LOSS_AGGREGATIONS,
     aggregate_loss,
     entropy_from_logits,
+    estimate_kl,
     get_kl_estimator,
     kl_k1,
     kl_k2,
@@ -44,12 +46,14 @@ from agentic_rl.algorithms.turn_credit import gigpo_advantages, turn_process_adv
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "KL_ESTIMATORS",
+    "KL_LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
     "aggregate_loss",
     "broadcast_to_tokens",
     "discounted_returns",
     "dr_grpo_advantages",
     "entropy_from_logits",
+    "estimate_kl",
     "gae_advantages",
     "get_advantage_estimator",
     "get_kl_estimator",

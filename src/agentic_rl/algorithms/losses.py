@@ -24,6 +24,12 @@ KL estimators (J. Schulman, "Approximating KL Divergence", 2020,
 http://joschu.net/blog/kl-approx.html), samples from the policy, d = ref_logp - logp:
     k1 = -d,   k2 = d^2 / 2,   k3 = exp(d) - d - 1  (unbiased for KL(pi||ref), always >= 0;
     the one GRPO uses).
+k3 clamps d to [-20, 20] before the exp (``KL_LOG_RATIO_CLAMP``, as verl's ``kl_penalty`` and
+OpenRLHF's ``compute_approx_kl`` do): unclamped, d = 100 (logp -105, ref -5) gives exp(100) = inf
+in float32 and bf16 and a non-finite gradient. A clamped token's k3 is the value at the bound
+(at most e^20 - 21 ≈ 4.85e8) and passes no gradient; :func:`estimate_kl` counts such tokens so the
+trainer can log them. Deviation: verl and OpenRLHF also clamp k3 itself to at most 10, which
+already stops the gradient at d ≈ 2.5; this module does not.
 A KL estimate is used either as a loss term, loss += β·agg(k) (GRPO), or as a per-token reward
 penalty r_t −= β·k_t folded into the returns before the advantages (InstructGPT, Ouyang et al.
 2022, arXiv:2203.02155, eq. 2; REINFORCE++): the trainer's ``algorithm.kl_mode`` picks.
@@ -42,9 +48,11 @@ from torch import Tensor
 
 __all__ = [
     "KL_ESTIMATORS",
+    "KL_LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
     "aggregate_loss",
     "entropy_from_logits",
+    "estimate_kl",
     "get_kl_estimator",
     "kl_k1",
     "kl_k2",
@@ -169,14 +177,21 @@ def kl_k2(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     return 0.5 * (logprobs - ref_logprobs) ** 2
 
 
+#: bound of the log-ratio d = ref_logp - logp inside k3 (verl, OpenRLHF): exp(20) ≈ 4.85e8 is finite
+KL_LOG_RATIO_CLAMP = 20.0
+
+
 def kl_k3(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     """k3 KL estimate per token (Schulman 2020; the KL term of GRPO, arXiv:2402.03300).
 
-    k3 = exp(ref_logp - logp) - (ref_logp - logp) - 1, computed as expm1(d) - d for accuracy
-    near d = 0. Unbiased for KL(pi || ref) under samples from pi, always >= 0, exactly 0
-    when the two are equal. Shapes: any, equal -> same shape.
+    k3 = exp(d) - d - 1 with d = clamp(ref_logp - logp, -20, 20) (``KL_LOG_RATIO_CLAMP``),
+    computed in float32 as expm1(d) - d for accuracy near d = 0. Unbiased for KL(pi || ref)
+    under samples from pi where |d| <= 20, always >= 0, exactly 0 when the two are equal.
+    Tokens with |d| > 20 get the value at the bound and no gradient (count them with
+    :func:`estimate_kl`); without the clamp, d = 100 overflows to inf. Shapes: any, equal ->
+    same shape, dtype at least float32.
     """
-    d = ref_logprobs - logprobs
+    d = (ref_logprobs.float() - logprobs.float()).clamp(-KL_LOG_RATIO_CLAMP, KL_LOG_RATIO_CLAMP)
     return torch.expm1(d) - d
 
 
@@ -273,6 +288,25 @@ def token_logprobs_from_logits(
     flat_targets = target_ids.reshape(-1).long()
     out = _ChunkedTokenLogprobs.apply(flat_logits, flat_targets, float(temperature), chunk_size)
     return out.reshape(target_ids.shape)
+
+
+def estimate_kl(name: str, logprobs: Tensor, ref_logprobs: Tensor) -> tuple[Tensor, int]:
+    """Per-token KL estimate ``name`` (``k1``/``k2``/``k3``) and the number of clamped tokens.
+
+    The count is the number of tokens whose log-ratio |ref_logp - logp| exceeds
+    ``KL_LOG_RATIO_CLAMP`` and so was clamped inside k3 (always 0 for k1 and k2, which do not
+    clamp). Pass only the trained tokens (e.g. the flat logprobs of the update) so that
+    padding is not counted.
+
+    Raises:
+        KeyError: unknown name; the message lists the known names.
+    """
+    kl = get_kl_estimator(name)(logprobs, ref_logprobs)
+    if name != "k3":
+        return kl, 0
+    with torch.no_grad():
+        clamped = int(((ref_logprobs.float() - logprobs.float()).abs() > KL_LOG_RATIO_CLAMP).sum())
+    return kl, clamped
 
 
 def get_kl_estimator(name: str) -> Callable[[Tensor, Tensor], Tensor]:
