@@ -9,9 +9,9 @@ Two modes:
 * **analyse** (``--runs DIR [DIR ...]``): analyse existing run directories; nothing is trained.
 
 For each run it reads the held-out evaluations from the trajectory store (``RUN/trajectories``,
-records with ``phase="eval"``, one per held-out task and eval tag; success is
-:func:`agentic_rl.trainer.evaluation.is_success` and not failed; the level is the trajectory
-info's ``level``) and ``metrics.jsonl`` (``phase="rl"`` rows for the step timings). Per run:
+records with ``phase="eval"``, one per held-out task and eval tag, read by
+:func:`agentic_rl.trainer.report.eval_outcomes`: success is ``is_success`` and not failed, the
+level is the trajectory info's ``level``) and ``metrics.jsonl`` (``phase="rl"`` rows for the step timings). Per run:
 warm-up and final success with 95 % Wilson intervals (overall and per level), the lift
 (final − warm-up, in points) with a paired bootstrap 95 % interval over tasks (the same
 held-out seeds before and after; 10,000 resamples, seeded), wall time, and the median
@@ -43,37 +43,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentic_rl.trainer.report import eval_outcomes, load_metrics
 from agentic_rl.trainer.stats import (
     DEFAULT_RESAMPLES,
     paired_bootstrap,
     pooled_paired_bootstrap,
     wilson_interval,
 )
-
-#: tag -> {held-out task seed -> (level or None, success)}
-Outcomes = dict[str, dict[int, tuple[str | None, bool]]]
-
-
-def eval_outcomes(run_dir: Path) -> Outcomes:
-    """Per-task held-out outcomes of a run, by eval tag, in the order the tags were evaluated.
-
-    A task evaluated twice under one tag (a resumed run) keeps its last record.
-
-    Raises:
-        RunDirError: the run has no trajectory store.
-    """
-    from agentic_rl.trainer.evaluation import is_success
-    from agentic_rl.trajectories import open_run_store, trajectory_from_record
-
-    outcomes: Outcomes = {}
-    for record in open_run_store(run_dir).read(phase="eval"):
-        trajectory = trajectory_from_record(record)
-        level = trajectory.info.get("level")
-        ok = is_success(trajectory) and not trajectory.failed
-        outcomes.setdefault(str(record.get("tag")), {})[trajectory.seed] = (
-            None if level is None else str(level), ok)
-    return outcomes
-
 
 def _rate(items: Sequence[bool]) -> dict[str, Any]:
     """Successes, n and the Wilson interval of a list of 0/1 outcomes (fractions)."""
@@ -124,8 +100,6 @@ def run_perf(run_dir: Path, wall_s: float | None = None) -> dict[str, Any]:
         ``{"wall_s", "timings_seconds", "rl_steps", "median_rollout_time_s",
         "median_update_time_s", "median_step_time_s"}`` (seconds; None when unknown).
     """
-    from agentic_rl.trainer.report import load_metrics
-
     rl = [r for r in load_metrics(run_dir / "metrics.jsonl") if r.get("phase") == "rl"]
     timings: dict[str, Any] = {}
     summary = run_dir / "summary.json"
@@ -162,13 +136,14 @@ def analyse_run(run_dir: Path, *, before: str = "warmup", after: str = "final", 
         ``lift_points_by_level`` and ``perf`` (:func:`run_perf`).
 
     Raises:
-        ValueError: the run lacks the ``before`` or ``after`` eval tag, or they share no task.
-        RunDirError: the run has no trajectory store.
+        ValueError: the run lacks the ``before`` or ``after`` eval tag (or its trajectory store),
+            or the two share no task.
     """
     outcomes = eval_outcomes(run_dir)
     missing = [t for t in (before, after) if t not in outcomes]
     if missing:
-        raise ValueError(f"{run_dir}: no held-out eval tagged {missing} (found {list(outcomes)})")
+        raise ValueError(f"{run_dir}: no held-out eval tagged {missing} in {run_dir / 'trajectories'} "
+                         f"(found {list(outcomes) or 'none'})")
     label, config_seed = _run_label(run_dir)
     lift, b, a = paired_lift(outcomes[before], outcomes[after], resamples=resamples, seed=seed)
     levels = sorted({lv for lv, _ in outcomes[before].values() if lv is not None})

@@ -101,6 +101,8 @@ def test_other_tags_and_missing_tag(learning, tmp_path):
     assert summary["runs"][0]["lift_points"]["estimate"] == pytest.approx(60.0)  # 0/20 -> 12/20
     with pytest.raises(ValueError, match="no held-out eval tagged"):
         learning.analyse([run], before="nope", resamples=10)
+    with pytest.raises(ValueError, match="found none"):  # not a run directory
+        learning.analyse([tmp_path], resamples=10)
 
 
 def test_train_mode_runs_one_subprocess_per_seed(learning, tmp_path, monkeypatch):

@@ -69,10 +69,11 @@ def test_report_is_self_contained_with_plots_and_tables(run_dir):
     assert all(img.startswith(b"\x89PNG\r\n\x1a\n") for img in images)
     assert "no data" not in text
     assert not re.search(r'(src|href)="(?!data:)', text)  # no external assets
-    # Eval table: one row per eval tag with overall and per-level success.
-    for cells in (["base", "0", "0.125", "0.250", "0.125", "0.083", "0.500"],
-                  ["warmup", "5", "0.375", "0.500", "0.375", "0.250", "1.250"],
-                  ["final", "10", "0.688", "0.875", "0.625", "0.562", "1.500"]):
+    # Eval table: one row per eval tag with overall and per-level success (no eval records in the
+    # store and no eval.size in config.toml: the number of tasks is unknown, so no intervals).
+    for cells in (["base", "0", "–", "0.125", "0.250", "0.125", "0.083", "0.500"],
+                  ["warmup", "5", "–", "0.375", "0.500", "0.375", "0.250", "1.250"],
+                  ["final", "10", "–", "0.688", "0.875", "0.625", "0.562", "1.500"]):
         assert "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>" in text
     assert "<th>easy</th><th>medium</th><th>hard</th>" in text  # first-seen order
     # Config verbatim but escaped; summary table escaped.
@@ -143,3 +144,50 @@ def test_store_rows_by_hand(tmp_path):
     ]
     write_report(tmp_path)
     assert "Trajectories: stop reasons" in (tmp_path / "report.html").read_text()
+
+
+def _eval_records(tag: str, solved: int, n: int, step: int) -> list[dict]:
+    """n held-out records of one eval tag, the first ``solved`` successful; levels x/y alternate."""
+    import dataclasses
+
+    from agentic_rl.trajectories import trajectory_to_record
+    from tests.trajectories.conftest import build_trajectory
+
+    return [trajectory_to_record(dataclasses.replace(
+        build_trajectory(i), seed=1000 + i, reward_components={"outcome": float(i < solved)},
+        info={"level": "xy"[i % 2]}), phase="eval", tag=tag, step=step) for i in range(n)]
+
+
+def test_held_out_points_carry_wilson_intervals(tmp_path):
+    from agentic_rl.trainer.report import eval_counts
+    from agentic_rl.trajectories import TrajectoryStore
+
+    store = TrajectoryStore(tmp_path / "trajectories")
+    store.append(_eval_records("warmup", 50, 100, 0))   # 50/100; x: 25/50, y: 25/50
+    store.append(_eval_records("final", 100, 100, 8))   # 100/100
+    rows = [{"phase": "eval", "tag": "warmup", "step": 0, "eval/success": 0.5, "eval/success/x": 0.5,
+             "eval/success/y": 0.5},
+            {"phase": "eval", "tag": "final", "step": 8, "eval/success": 1.0, "eval/success/x": 1.0,
+             "eval/success/y": 1.0},
+            {"phase": "eval", "tag": "rl-step-4", "step": 4, "eval/success": 0.0},  # not in the store
+            {"phase": "eval", "tag": "rl-step-6", "step": 6, "eval/success": 0.7}]  # not in the store
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    counts = eval_counts(tmp_path)
+    assert counts["warmup"] == {"eval/success": (50, 100), "eval/success/x": (25, 50), "eval/success/y": (25, 50)}
+    text = write_report(tmp_path).read_text()
+    # 50/100 -> [0.404, 0.596] (hand values in tests/trainer/test_stats.py); 25/50: p = 0.5,
+    # 1 + z²/n = 1.076829, half = 1.959964/1.076829 · sqrt(0.005 + 0.000384) = 0.1335 -> [0.366, 0.634];
+    # 100/100: centre = (1 + 0.019207)/1.038415 = 0.98150, half = 1.887456 · 0.0098 = 0.01850 -> [0.963, 1.000]
+    assert ("<tr><td>warmup</td><td>0</td><td>100</td><td>0.500 [0.404, 0.596]</td>"
+            "<td>0.500 [0.366, 0.634]</td><td>0.500 [0.366, 0.634]</td>") in text
+    assert "<td>final</td><td>8</td><td>100</td><td>1.000 [0.963, 1.000]</td>" in text
+    assert "<td>rl-step-4</td><td>4</td><td>–</td><td>0.000</td>" in text  # n unknown: no interval
+    assert "95 % Wilson" in text and len(_images(text)) == 1
+    # with eval.size in config.toml the overall n of the missing tags is known.
+    # 0/100: upper = (z²/n)/(1 + z²/n) = 0.038415/1.038415 = 0.0370 -> [0, 0.037];
+    # 70/100: centre = (0.7 + 0.019207)/1.038415 = 0.69260, half = 1.887456 · sqrt(0.0021 + 0.000096)
+    # = 0.08845 -> [0.604, 0.781]
+    (tmp_path / "config.toml").write_text("seed = 0\n[eval]\nsize = 100\n")
+    text = write_report(tmp_path).read_text()
+    assert "<td>rl-step-4</td><td>4</td><td>100</td><td>0.000 [0.000, 0.037]</td>" in text
+    assert "<td>rl-step-6</td><td>6</td><td>100</td><td>0.700 [0.604, 0.781]</td>" in text

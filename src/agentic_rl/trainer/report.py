@@ -10,7 +10,11 @@ Inputs, all in the run directory (each optional; a missing or empty one shows "n
 * ``config.toml``: the resolved config, shown verbatim.
 * ``summary.json``: a JSON object shown as a key/value table.
 * ``trajectories/``: the trajectory store; per RL step it gives stop-reason fractions, tool
-  calls and tool error rate, and episode lengths (see :func:`store_rows`).
+  calls and tool error rate, and episode lengths (see :func:`store_rows`); its eval records
+  give each held-out point's successes and number of tasks (overall and per level), hence a
+  95 % Wilson interval (:func:`agentic_rl.trainer.stats.wilson_interval`) on every held-out
+  success in the plot (error bars) and the table. Without them the overall interval uses
+  ``config.toml``'s ``eval.size`` as n; a point whose n is unknown is shown without one.
 
 Plots are PNGs rendered with matplotlib's Agg canvas (no pyplot, no global backend switch)
 and embedded as base64 ``data:`` URIs, so the file needs no external assets. All text taken
@@ -146,24 +150,103 @@ def _eval_label(row: Row, index: int) -> str:
     return f"#{index}" if step is None else f"step {step}"
 
 
-def _eval_plot(evals: list[Row]) -> str:
-    """Held-out success per eval row (file order, tag as tick label): overall + per level."""
+#: tag -> {held-out task seed -> (level or None, success)}
+EvalOutcomes = dict[str, dict[int, tuple[str | None, bool]]]
+
+
+def eval_outcomes(run_dir: Path) -> EvalOutcomes:
+    """Per-task held-out outcomes by eval tag (in evaluation order) from ``RUN_DIR/trajectories/``.
+
+    Success is :func:`agentic_rl.trainer.evaluation.is_success` and not ``failed`` (as in
+    :func:`~agentic_rl.trainer.evaluation.summarize`); the level is the trajectory info's
+    ``level`` (None when absent). A task evaluated twice under one tag (a resumed run) keeps
+    its last record. No store gives {}.
+    """
+    from agentic_rl.trainer.evaluation import is_success
+    from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore, trajectory_from_record
+
+    path = Path(run_dir) / RUN_STORE_DIRNAME
+    if not path.is_dir():
+        return {}
+    outcomes: EvalOutcomes = {}
+    for record in TrajectoryStore(path, read_only=True).read(phase="eval"):
+        t = trajectory_from_record(record)
+        level = t.info.get("level")
+        outcomes.setdefault(str(record.get("tag")), {})[t.seed] = (
+            None if level is None else str(level), is_success(t) and not t.failed)
+    return outcomes
+
+
+#: tag -> {"eval/success" or "eval/success/<level>": (successes, n)}
+EvalCounts = dict[str, dict[str, tuple[int, int]]]
+
+
+def eval_counts(run_dir: Path) -> EvalCounts:
+    """Successes and tasks per eval tag, overall (``eval/success``) and per level
+    (``eval/success/<level>``): the metric keys of the eval rows. From :func:`eval_outcomes`;
+    when ``config.toml`` has ``eval.size``, the entry ``"*": {"eval/success": (-1, size)}`` gives
+    the overall n of any tag missing from the store (its successes come from the row's rate)."""
+    counts: EvalCounts = {}
+    for tag, tasks in eval_outcomes(run_dir).items():
+        cells = counts.setdefault(tag, {"eval/success": (sum(ok for _, ok in tasks.values()), len(tasks))})
+        for level in {lv for lv, _ in tasks.values() if lv is not None}:
+            items = [ok for lv, ok in tasks.values() if lv == level]
+            cells[f"eval/success/{level}"] = (sum(items), len(items))
+    size = _eval_size(run_dir / "config.toml")
+    if size:
+        counts.setdefault("*", {"eval/success": (-1, size)})  # any tag: n only
+    return counts
+
+
+def _eval_size(path: Path) -> int | None:
+    """``[eval] size`` of a resolved config file, or None."""
+    import tomllib
+
+    try:
+        size = tomllib.loads(path.read_text(encoding="utf-8")).get("eval", {}).get("size")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return size if isinstance(size, int) and size > 0 else None
+
+
+def _interval(row: Row, key: str, counts: EvalCounts) -> tuple[float, float] | None:
+    """95 % Wilson interval of ``row[key]`` (a success rate) when its n is known and agrees."""
+    from agentic_rl.trainer.stats import wilson_interval
+
+    value = _number(row.get(key))
+    if value is None:
+        return None
+    cell = counts.get(str(row.get("tag")), {}).get(key)
+    if cell is None and key == "eval/success" and "*" in counts:
+        n = counts["*"]["eval/success"][1]
+        cell = (round(value * n), n)
+    if cell is None or abs(cell[0] / cell[1] - value) > 1e-6:  # not the numbers this row reports
+        return None
+    w = wilson_interval(*cell)
+    return w.low, w.high
+
+
+def _eval_plot(evals: list[Row], counts: EvalCounts) -> str:
+    """Held-out success per eval row (file order, tag as tick label): overall + per level, with
+    95 % Wilson error bars where the number of tasks is known."""
     keys = ["eval/success"] + _keys_with_prefix(evals, "eval/success/")
     fig, drew = Figure(figsize=(9, 4)), False
     ax = fig.subplots()
-    for key in keys:
-        points = [(i, _number(r.get(key))) for i, r in enumerate(evals)]
-        points = [(i, y) for i, y in points if y is not None]
+    for j, key in enumerate(keys):
+        points = [(i, _number(r.get(key)), _interval(r, key, counts)) for i, r in enumerate(evals)]
+        points = [(i + 0.04 * j, y, ci or (y, y)) for i, y, ci in points if y is not None]
         if points:
             drew = True
-            ax.plot(*zip(*points), marker="o", label="overall" if key == "eval/success"
-                    else key.removeprefix("eval/success/"),
-                    linewidth=2.5 if key == "eval/success" else 1.2)
+            xs, ys, cis = zip(*points)
+            yerr = [[y - lo for y, (lo, _) in zip(ys, cis)], [hi - y for y, (_, hi) in zip(ys, cis)]]
+            ax.errorbar(xs, ys, yerr=yerr, capsize=3, marker="o", label="overall" if key == "eval/success"
+                        else key.removeprefix("eval/success/"),
+                        linewidth=2.5 if key == "eval/success" else 1.2)
     if not drew:
         return NO_DATA
     ax.set_xticks(range(len(evals)), [_eval_label(r, i) for i, r in enumerate(evals)],
                   rotation=30, ha="right")
-    ax.set_ylabel("success rate")
+    ax.set_ylabel("success rate (95 % Wilson CI)")
     ax.set_ylim(-0.03, 1.03)
     ax.set_title("held-out success")
     ax.grid(alpha=0.3)
@@ -191,19 +274,41 @@ def _table(header: list[str], body: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
-def _eval_table(evals: list[Row]) -> str:
-    """Every eval row: tag, step, overall success, success per level, tool calls."""
+def _success_cell(row: Row, key: str, counts: EvalCounts) -> str:
+    """``0.500 [0.404, 0.596]``: the success rate and its 95 % Wilson interval (when n is known)."""
+    ci = _interval(row, key, counts)
+    cell = _format(row.get(key))
+    return cell if ci is None else f"{cell} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _eval_table(evals: list[Row], counts: EvalCounts) -> str:
+    """Every eval row: tag, step, tasks, overall success, success per level (with 95 % Wilson
+    intervals where the number of tasks is known), tool calls."""
     if not evals:
         return NO_DATA
     levels = _keys_with_prefix(evals, "eval/success/")
-    cols = ["eval/success", *levels, "eval/tool_calls"]
-    header = ["tag", "step", "success", *(k.removeprefix("eval/success/") for k in levels),
+    header = ["tag", "step", "tasks", "success [95 % CI]", *(k.removeprefix("eval/success/") for k in levels),
               "tool calls"]
+
+    def tasks(r: Row) -> str:
+        cell = counts.get(str(r.get("tag")), {}).get("eval/success") or counts.get("*", {}).get("eval/success")
+        return "–" if cell is None else str(cell[1])
+
     body = [
-        [html.escape(_eval_label(r, i)), _format(r.get("step")), *(_format(r.get(c)) for c in cols)]
+        [html.escape(_eval_label(r, i)), _format(r.get("step")), tasks(r),
+         *(_success_cell(r, c, counts) for c in ["eval/success", *levels]), _format(r.get("eval/tool_calls"))]
         for i, r in enumerate(evals)
     ]
-    return _table(header, body)
+    note = ('<p>Intervals: 95 % Wilson score intervals of successes/tasks (Wilson 1927); '
+            "a cell without one has no known number of tasks.</p>")
+    return _table(header, body) + note
+
+
+def _eval_section(run_dir: Path, evals: list[Row]) -> str:
+    if not evals:
+        return NO_DATA
+    counts = eval_counts(run_dir)
+    return _eval_plot(evals, counts) + _eval_table(evals, counts)
 
 
 def _summary_section(path: Path) -> str:
@@ -284,7 +389,7 @@ def render_report(run_dir: Path) -> str:
     components = [k for k in _keys_with_prefix(rl, "rollout/reward/") if k not in groups]
     sections = [
         ("Summary", _summary_section(run_dir / "summary.json")),
-        ("Held-out evaluation", _eval_plot(evals) + _eval_table(evals) if evals else NO_DATA),
+        ("Held-out evaluation", _eval_section(run_dir, evals)),
         ("RL reward", _line_panels([("total and groups (before λ)", rl, ["rollout/reward_total", *groups])], "RL step")
          + _line_panels([(k.removeprefix("rollout/reward/"), rl, [k]) for k in components], "RL step")),
         ("Loss", _line_panels([("warm-up loss", warmup, ["train/loss"]),
