@@ -54,3 +54,34 @@ def test_scripted_policy(chat):
     assert gens[0].token_ids == tuple(full) and gens[0].finished and gens[0].logprobs == (0.0,) * len(full)
     # cut at max_new_tokens: unfinished, no end-of-turn id
     assert gens[1].token_ids == tuple(chat.encode("reply 5<|im_end|>")[:2]) and not gens[1].finished
+
+
+def _special_strings(tokenizer) -> list[str]:
+    return sorted({t.content for t in tokenizer.added_tokens_decoder.values() if t.special}
+                  | set(tokenizer.all_special_tokens))
+
+
+def test_tool_text_never_yields_a_special_id(chat):
+    """Every special-token string of the tokenizer (<|endoftext|>, <file_sep>, ...) in tool text is
+    plain text; only the template's own chat markers are special ids."""
+    tok = chat.tokenizer
+    specials = _special_strings(tok)
+    assert {"<|endoftext|>", "<file_sep>", "<|im_start|>", "<|im_end|>"} <= set(specials)
+    special_ids = {tok.convert_tokens_to_ids(s) for s in specials}
+    tool_text = "out: " + " ".join(specials) + "".join(specials) + " end"
+    others = tool_text.replace("<|im_start|>", "").replace("<|im_end|>", "")
+    assert not special_ids & set(chat.encode(others))  # <|endoftext|> & co. are split into plain tokens
+    for text in (others, "<|endoftext|>", "a<file_sep>b"):
+        assert chat.decode(chat.encode(text)) == text  # and round-trip as text
+    # rendered into a turn: exactly the template's markers are special
+    im_start, im_end = (tok.convert_tokens_to_ids(m) for m in ("<|im_start|>", "<|im_end|>"))
+    ids = chat.encode(chat.render_continuation([Message("tool", tool_text)], reply_closed=False))
+    assert [i for i in ids if i in special_ids] == [im_end, im_start, im_end, im_start]
+
+
+def test_encode_equals_the_tokenizer_without_other_special_strings(chat):
+    text = ChatFormat(None).render_prompt([Message("system", "S"), Message("user", "Tab\there  ünï 12345 \n\n x")])
+    assert chat.encode(text) == chat.tokenizer(text, add_special_tokens=False)["input_ids"]
+    # the shared tokenizer is left as it was: other callers still get special ids
+    assert chat.tokenizer("<|endoftext|>", add_special_tokens=False)["input_ids"] == [chat.tokenizer.convert_tokens_to_ids(
+        "<|endoftext|>")]

@@ -13,10 +13,18 @@ A reply cut by the per-turn token budget gets its ``<|im_end|>`` appended as env
 (mask 0). Tool results are rendered with the role ``tool``. Special-token text inside tool or
 task content (e.g. a literal ``<|im_end|>``) is neutralised so an environment cannot inject
 turn boundaries.
+
+Special tokens. :meth:`ChatFormat.encode` maps only the two chat markers to their special ids;
+every other special-token string of the tokenizer in a span (``<|endoftext|>``, ``<file_sep>``,
+``<jupyter_code>``, ...) is tokenized as plain text (HF ``split_special_tokens``), so env, tool
+and task text never produces a special id. Since content is sanitised of the markers, the
+markers left in a rendered span are the template's own.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,6 +32,7 @@ from agentic_rl.types import Message
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
+_MARKERS = re.compile(f"({re.escape(IM_START)}|{re.escape(IM_END)})")
 
 
 def _sanitize(text: str) -> str:
@@ -46,8 +55,45 @@ class ChatFormat:
         return self.tokenizer.convert_tokens_to_ids(IM_END)
 
     def encode(self, text: str) -> list[int]:
-        """Tokenize one span (special-token text is mapped to its special id, no BOS added)."""
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        """Tokenize one span, no BOS added.
+
+        ``<|im_start|>``/``<|im_end|>`` become their special ids; the text between them is
+        tokenized with special tokens split (``<|endoftext|>`` is plain text, never id 0). The
+        result equals the tokenizer's own encoding whenever the text holds no other special
+        token string.
+        """
+        ids: list[int] = []
+        for i, piece in enumerate(_MARKERS.split(text)):
+            if i % 2:  # the split keeps the markers at odd positions
+                ids.append(self._marker_ids[piece])
+            elif piece:
+                ids.extend(self._encode_plain(piece))
+        return ids
+
+    @functools.cached_property
+    def _marker_ids(self) -> dict[str, int]:
+        return {m: self.tokenizer.convert_tokens_to_ids(m) for m in (IM_START, IM_END)}
+
+    @functools.cached_property
+    def _plain_backend(self):
+        """A private copy of the fast tokenizer's backend with ``encode_special_tokens`` on (None
+        for a slow tokenizer). A copy, because HF's ``split_special_tokens=True`` flips a flag on
+        the shared backend, which other threads encoding at the same time would see."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            return None
+        from tokenizers import Tokenizer
+
+        plain = Tokenizer.from_str(backend.to_str())
+        plain.encode_special_tokens = True
+        plain.no_truncation()
+        plain.no_padding()
+        return plain
+
+    def _encode_plain(self, text: str) -> list[int]:
+        if self._plain_backend is not None:
+            return self._plain_backend.encode(text, add_special_tokens=False).ids
+        return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Decode ids exactly (special tokens kept, no whitespace clean-up)."""
