@@ -83,5 +83,5 @@ def test_encode_equals_the_tokenizer_without_other_special_strings(chat):
     text = ChatFormat(None).render_prompt([Message("system", "S"), Message("user", "Tab\there  ünï 12345 \n\n x")])
     assert chat.encode(text) == chat.tokenizer(text, add_special_tokens=False)["input_ids"]
     # the shared tokenizer is left as it was: other callers still get special ids
-    assert chat.tokenizer("<|endoftext|>", add_special_tokens=False)["input_ids"] == [chat.tokenizer.convert_tokens_to_ids(
-        "<|endoftext|>")]
+    eot = chat.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert chat.tokenizer("<|endoftext|>", add_special_tokens=False)["input_ids"] == [eot]
