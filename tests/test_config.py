@@ -233,3 +233,43 @@ def test_shipped_default_toml_equals_the_built_in_defaults():
 
 def test_default_warmup_demonstrates_only_the_easiest_level():
     assert TrainConfig().warmup.env_kwargs == {"levels": ["direct"]}
+
+
+def _float_keys(cls=TrainConfig, prefix=""):
+    """Every float field of every config section, as dotted keys."""
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            yield from _float_keys(hints[f.name], f"{prefix}{f.name}.")
+        elif hints[f.name] is float:
+            yield f"{prefix}{f.name}"
+
+
+FLOAT_KEYS = sorted(_float_keys())
+
+
+@pytest.mark.parametrize("key", FLOAT_KEYS)
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999", "1" + "0" * 400])
+def test_every_float_key_must_be_finite(key, value):
+    """Generic: no float key of any section takes nan, ±inf or a number too large for a float."""
+    with pytest.raises(ConfigError, match=f"'{key}' must be a finite number"):
+        load_config(None, [f"{key}={value}"])
+
+
+def test_float_keys_cover_every_section():
+    assert {"algorithm.lr", "algorithm.kl_coef", "warmup.lr", "reward.outcome", "rollout.temperature"} <= set(FLOAT_KEYS)
+
+
+@pytest.mark.parametrize("key", ["seed", "env.train_seed_start", "warmup.seed_start", "eval.seed_start"])
+@pytest.mark.parametrize("value", [-1, 2**32, 10**30])
+def test_seeds_must_be_in_the_range_every_rng_takes(key, value):
+    with pytest.raises(ConfigError, match=f"'{key}'"):
+        load_config(None, [f"{key}={value}"])
+    assert load_config(None, [f"{key}={2**32 - 1}"])  # the largest seed numpy, torch and random all take
+
+
+def test_every_int_key_fits_in_64_bits():
+    with pytest.raises(ConfigError, match=r"'algorithm.steps' must be in \[-2\*\*63, 2\*\*63\)"):
+        load_config(None, [f"algorithm.steps={2**63}"])

@@ -50,3 +50,18 @@ def test_output_dir_that_is_a_file(tmp_path, capsys):
 
 def test_levels_given_as_a_string(capsys):
     assert "non-empty list" in _error_line(capsys, ["train", "--set", "env.kwargs={levels='direct'}"])
+
+
+@pytest.mark.parametrize("override, key", [
+    ("algorithm.lr=inf", "algorithm.lr"), ("algorithm.kl_coef=nan", "algorithm.kl_coef"),
+    ("warmup.lr=inf", "warmup.lr"), ("reward.outcome=nan", "reward.outcome"),
+    ("seed=99999999999999999999999999", "seed"), ("seed=-1", "seed"),
+])
+def test_non_finite_or_out_of_range_numbers(override, key, capsys):
+    assert f"'{key}'" in _error_line(capsys, ["train", "--set", override])
+
+
+@pytest.mark.parametrize("output_dir", ["/proc/agentic-rl-no-such-dir", "/proc/agentic-rl-no-such-dir/runs"])
+def test_output_dir_that_cannot_be_created(output_dir, capsys):
+    line = _error_line(capsys, ["train", "--set", f"output_dir='{output_dir}'", "--set", "eval.base=false"])
+    assert "cannot create output_dir" in line and output_dir in line

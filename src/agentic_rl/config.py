@@ -11,6 +11,7 @@ resolved config is written as ``config.toml`` into every run directory.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 
 import typing
@@ -319,6 +320,30 @@ _NON_NEGATIVE = {"rollout.context_max_tokens", "algorithm.micro_batch_tokens", "
                  "scale.num_env_workers", "scale.env_worker_cpus"}
 
 
+_INT_RANGE = (-(2**63), 2**63)  # every int key fits a signed 64-bit integer (torch, numpy, Arrow)
+
+
+def _is_seed(key: str) -> bool:
+    """``seed`` and every ``*seed_start`` key: Python's, torch's and numpy's seeds take [0, 2**32)."""
+    last = key.rsplit(".", 1)[-1]
+    return last == "seed" or last.endswith("seed_start")
+
+
+def _finite_float(key: str, value: int | float, source: str) -> float:
+    """``value`` as a float; every float key of every section must be finite (no nan, inf).
+
+    Raises:
+        ConfigError: ``value`` is nan or ±inf, or an int too large for a float.
+    """
+    try:
+        out = float(value)
+    except OverflowError:
+        out = math.inf
+    if not math.isfinite(out):
+        raise ConfigError(f"{source}: key '{key}' must be a finite number, got {value!r}")
+    return out
+
+
 def _check_value(key: str, hint: Any, value: Any, source: str) -> Any:
     origin = typing.get_origin(hint)
     ok = True
@@ -328,7 +353,7 @@ def _check_value(key: str, hint: Any, value: Any, source: str) -> Any:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif hint is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
+        value = _finite_float(key, value, source) if ok else value
     elif hint is str:
         ok = isinstance(value, str)
     elif origin is dict or hint is dict:
@@ -338,6 +363,10 @@ def _check_value(key: str, hint: Any, value: Any, source: str) -> Any:
         raise ConfigError(f"{source}: key '{key}' must be {name}, got {type(value).__name__} {value!r}")
     if key == "name" and (not value or value in (".", "..") or "/" in value or "\\" in value):
         raise ConfigError(f"{source}: key 'name' must be a plain directory name, got {value!r}")
+    if hint is int and not _INT_RANGE[0] <= value < _INT_RANGE[1]:
+        raise ConfigError(f"{source}: key '{key}' must be in [-2**63, 2**63), got {value!r}")
+    if hint is int and _is_seed(key) and not 0 <= value < 2**32:
+        raise ConfigError(f"{source}: key '{key}' is a seed and must be in [0, 2**32), got {value!r}")
     if key in _POSITIVE and not value > 0:
         raise ConfigError(f"{source}: key '{key}' must be > 0, got {value!r}")
     if key in _NON_NEGATIVE and value < 0:

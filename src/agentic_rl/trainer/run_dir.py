@@ -24,7 +24,8 @@ def new_run_dir(output_dir: str, name: str) -> Path:
     """Create ``output_dir/name`` (or ``name-2``, ``name-3``… if taken) and return it.
 
     Raises:
-        ConfigError: ``output_dir`` exists and is not a directory.
+        ConfigError: ``output_dir`` exists and is not a directory, or the run directory cannot
+            be created there (no permission, read-only file system, ...).
     """
     from agentic_rl.errors import ConfigError
 
@@ -33,6 +34,8 @@ def new_run_dir(output_dir: str, name: str) -> Path:
         root.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise ConfigError(f"output_dir is not a directory: {output_dir}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot create output_dir {output_dir}: {exc.strerror or exc}") from None
     candidate, k = root / name, 1
     while True:
         try:
@@ -41,6 +44,9 @@ def new_run_dir(output_dir: str, name: str) -> Path:
         except FileExistsError:
             k += 1
             candidate = root / f"{name}-{k}"
+        except OSError as exc:
+            raise ConfigError(f"cannot create a run directory in output_dir {output_dir}: "
+                              f"{exc.strerror or exc}") from None
 
 
 def _clean(value: Any) -> Any:
