@@ -33,12 +33,21 @@ environment                    ``--clearenv``; only ``PATH``, ``HOME=/workspace`
 identity (host runs as root)   the worker drops to a per-episode unprivileged uid/gid;
                                ``no_new_privs`` is set, so set-uid binaries gain nothing
 IPC, hostname                  ``--unshare-ipc``, ``--unshare-uts``
-CPU, memory, processes, files  ``setrlimit`` in the worker (soft = hard): ``RLIMIT_CPU``,
+CPU, memory, processes, files  ``setrlimit`` in the worker's kernel process (soft = hard):
                                ``RLIMIT_AS``, ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``,
-                               ``RLIMIT_NOFILE``
-wall-clock time, output        the host kills the whole sandbox after ``timeout_s``; stdout,
-                               stderr and values are capped at ``max_output_chars`` with a
-                               truncation marker
+                               ``RLIMIT_NOFILE``; ``RLIMIT_CPU`` with hard = soft + 1 s, so a
+                               CPU-limit kill is a ``SIGXCPU`` (reported, and counted as a
+                               ``cpu`` limit hit); ``RLIMIT_CORE`` = 0
+wall-clock time, output        the host kills the whole sandbox after ``timeout_s``; stdout
+                               and stderr (descriptors 1 and 2 of every sandboxed process)
+                               and values are capped at ``max_output_chars`` with a
+                               truncation marker, by the worker's supervisor process
+results (exit status, output)  the code runs in a child (kernel) of the worker's supervisor;
+                               host and supervisor talk over dedicated pipes the program
+                               cannot reach (the supervisor is non-dumpable and, on a root
+                               host, of another uid); exit status and killing signal come
+                               from ``wait4``, not from the program, so printed or written
+                               replies forge nothing (:mod:`~agentic_rl.tools._sandbox_worker`)
 =============================  ==============================================================
 
 =============================  ==============================================================
