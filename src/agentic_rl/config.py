@@ -179,6 +179,20 @@ class AlgorithmConfig:
         ppo_epochs: optimizer steps on each batch of rollouts (PPO epochs). Later epochs reuse
             the first pass's advantages (and, for ``ppo``, its values as V_old, so the value
             clip is active); the ratio ρ then moves away from 1 and the PPO clip bites.
+        minibatches: optimizer steps per epoch over a batch of rollouts: the kept groups are split
+            into this many minibatches of whole groups, one PPO-clip step each (PPO's
+            minibatching, Schulman et al. 2017). From the second minibatch on the policy has
+            moved since sampling, so the ratio differs from 1 and the clip acts; the update's
+            compute is the same as one step over the whole batch.
+        task_sampling: how RL task seeds are drawn: ``sequential`` (seeds ``train_seed_start +
+            step × tasks_per_step + j``, the same for every run seed), ``uniform`` (a stream
+            seeded by ``seed``) or ``difficulty`` (that stream, accepting levels by the task
+            pool's weights, see :mod:`agentic_rl.trainer.sampling`).
+        dynamic_sampling: DAPO's dynamic sampling: drop groups whose rollouts all have the same
+            outcome and sample more rounds of tasks until ``tasks_per_step`` informative groups
+            are found (:mod:`agentic_rl.trainer.sampling`).
+        rollout_tasks: tasks sampled per round of dynamic sampling (0 = ``tasks_per_step``).
+        max_sample_rounds: cap on rounds of dynamic sampling per step (>= 1).
         time_budget_s: a budget in seconds for the RL steps (rollouts + updates, evals excluded)
             of this process: RL stops, even before ``steps``, at the step count whose expected
             total is closest to it (see ``trainer.recipe.budget_reached``); 0 = no time limit.
@@ -213,11 +227,17 @@ class AlgorithmConfig:
     value_clip: float = 0.2
     time_budget_s: float = 0.0
     ppo_epochs: int = 1
+    minibatches: int = 1
+    task_sampling: str = "sequential"
+    dynamic_sampling: bool = False
+    rollout_tasks: int = 0
+    max_sample_rounds: int = 3
 
     def __post_init__(self) -> None:
         choices = {"std_scope": ("group", "batch"), "kl_estimator": ("k1", "k2", "k3"),
                    "kl_mode": ("loss", "reward"),
-                   "loss_agg": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")}
+                   "loss_agg": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"),
+                   "task_sampling": ("sequential", "uniform", "difficulty")}
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise ValueError(f"algorithm.{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
@@ -310,12 +330,12 @@ class TrainConfig:
 
 
 _POSITIVE = {
-    "algorithm.steps", "algorithm.ppo_epochs", "algorithm.tasks_per_step", "algorithm.group_size", "algorithm.micro_batch_size",
+    "algorithm.steps", "algorithm.ppo_epochs", "algorithm.minibatches", "algorithm.max_sample_rounds", "algorithm.tasks_per_step", "algorithm.group_size", "algorithm.micro_batch_size",
     "algorithm.lr", "warmup.num_demos", "warmup.epochs", "warmup.batch_size", "warmup.lr", "eval.size",
     "rollout.max_turns", "rollout.max_new_tokens", "rollout.max_total_tokens", "rollout.temperature",
     "model.lora_rank", "model.max_batch", "checkpoint_every", "scale.env_worker_timeout_s",
 }
-_NON_NEGATIVE = {"rollout.context_max_tokens", "algorithm.micro_batch_tokens", "algorithm.time_budget_s", "algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
+_NON_NEGATIVE = {"rollout.context_max_tokens", "algorithm.rollout_tasks", "algorithm.micro_batch_tokens", "algorithm.time_budget_s", "algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
                  "algorithm.value_clip", "algorithm.value_lr", "algorithm.std_eps", "algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads",
                  "scale.num_env_workers", "scale.env_worker_cpus"}
 

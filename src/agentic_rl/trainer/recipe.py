@@ -54,6 +54,7 @@ from agentic_rl.trainer.scale import (
     replica_digests, scale_out,
 )
 from agentic_rl.trainer.run_dir import MetricsLog, new_run_dir, truncate_after
+from agentic_rl.trainer.sampling import TRAIN_SEED_SPAN, SampledBatch, TaskPool, sample_with_refill
 from agentic_rl.trainer.tracking import run_metrics_log
 from agentic_rl.trainer.update import CriticSetup, policy_gradient_update, sft_update
 from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore, trajectory_to_record
@@ -86,6 +87,7 @@ class Run:
     timings: dict[str, float]
     critic: ValueModel | None = None
     scale: ScaleOut = dataclasses.field(default_factory=ScaleOut)  # rank and env placement
+    task_pool: TaskPool | None = None  # RL task seeds (None: algorithm.task_sampling = "sequential")
 
 
 def validate(config: TrainConfig) -> Path:
@@ -271,15 +273,40 @@ def warmup(run: Run, progress: Progress) -> None:
     run.timings["warmup_seconds"] = time.perf_counter() - started
 
 
+def _minibatch_split(trajs: list[Trajectory], keep: list[int], parts: int) -> list[list[int]]:
+    """``keep`` cut into at most ``parts`` minibatches of whole groups (in order, near-equal group counts)."""
+    groups = list(dict.fromkeys(trajs[i].group_id for i in keep))
+    parts = max(1, min(parts, len(groups)))
+    bounds = [round(k * len(groups) / parts) for k in range(parts + 1)]
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        members = set(groups[a:b])
+        out.append([i for i in keep if trajs[i].group_id in members])
+    return [m for m in out if m]
+
+
+def _mean_stats(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Per key, the mean over the optimizer steps of one RL step (``train/tokens`` summed)."""
+    out: dict[str, float] = {}
+    for key in dict.fromkeys(k for r in rows for k in r):
+        values = [r[key] for r in rows if key in r]
+        out[key] = sum(values) if key == "train/tokens" else sum(values) / len(values)
+    return out
+
+
 def _credit_and_update(run: Run, optimizer: torch.optim.Optimizer, ref_model: Any,
                        valid: list[Trajectory]) -> tuple[dict[str, float], dict[int, dict[str, Any]]]:
-    """Credit assignment (``algorithm.name``) and one policy update on a step's valid trajectories.
+    """Credit assignment (``algorithm.name``) and the policy update on a step's valid trajectories.
+
+    The update is ``ppo_epochs`` passes over ``minibatches`` minibatches of whole groups, one
+    optimizer step each; advantages are assigned once, over the whole batch.
 
     Returns:
-        the update's metrics, and per trajectory (keyed by ``id``) the record fields of the
-        credit view: ``advantage`` (the trajectory-level advantage, None where the method has
-        none) and ``advantages = {"turn": [...], "token": [...]}`` (token list aligned with
-        ``token_ids``, the advantages the loss used; 0 on untrained tokens).
+        the update's metrics (means over its optimizer steps), and per trajectory (keyed by
+        ``id``) the record fields of the credit view: ``advantage`` (the trajectory-level
+        advantage, None where the method has none) and ``advantages = {"turn": [...], "token":
+        [...]}`` (token list aligned with ``token_ids``, the advantages the loss used; 0 on
+        untrained tokens).
     """
     cfg = run.config
     alg = cfg.algorithm
@@ -294,61 +321,123 @@ def _credit_and_update(run: Run, optimizer: torch.optim.Optimizer, ref_model: An
     ctx = run.scale.ctx
     # under torchrun every rank joins each update (a rank with nothing to train adds zero gradient)
     kept = all_reduce_sum([len(keep)], ctx)[0] if ctx.distributed else len(keep)
-    stats: dict[str, float] = {"train/trajectories": float(kept)}
-    used: list[list[float]] = []
-    values: list[list[float]] = []
+    # under torchrun every rank must run the same number of optimizer steps: one minibatch there
+    minibatches = [keep] if ctx.distributed else _minibatch_split(valid, keep, alg.minibatches)
+    used: dict[int, list[float]] = {}
+    values: dict[int, list[float]] = {}
+    rows: list[dict[str, float]] = []
     update = _update_fn(run, policy_gradient_update)
     for epoch in range(alg.ppo_epochs if kept else 0):
         first = epoch == 0
-        critic = None
-        if uses_critic:
-            critic = CriticSetup(run.critic.head, run.critic.optimizer, [credit.token_rewards[i] for i in keep],
-                                 gamma=alg.gamma, lam=alg.lam, clip_eps=alg.value_clip or None,
-                                 max_grad_norm=alg.max_grad_norm, old_values=None if first else values)
-        given = [credit.advantages[i] for i in keep] if not uses_critic else None
-        stats.update(update(
-            run.model, optimizer, [valid[i] for i in keep], given if first else [list(a) for a in used],
-            micro_batch_size=alg.micro_batch_size, micro_batch_tokens=alg.micro_batch_tokens, clip_eps_low=alg.clip_eps_low, clip_eps_high=alg.clip_eps_high,
-            dual_clip=alg.dual_clip or None, kl_estimator=alg.kl_estimator, kl_mode=alg.kl_mode,
-            # a KL reward penalty is already inside the first epoch's advantages
-            kl_coef=alg.kl_coef if first or alg.kl_mode == "loss" else 0.0, ref_model=ref_model,
-            temperature=cfg.rollout.temperature, max_grad_norm=alg.max_grad_norm, loss_agg=alg.loss_agg,
-            loss_norm_constant=alg.loss_norm_constant or cfg.rollout.max_turns * cfg.rollout.max_new_tokens,
-            gamma=alg.gamma, critic=critic, advantages_out=used if first else None,
-            values_out=values if first else None,
-        ))
-    tokens_of = dict(zip(keep, used))
+        for mb in minibatches:
+            critic = None
+            if uses_critic:
+                critic = CriticSetup(run.critic.head, run.critic.optimizer, [credit.token_rewards[i] for i in mb],
+                                     gamma=alg.gamma, lam=alg.lam, clip_eps=alg.value_clip or None,
+                                     max_grad_norm=alg.max_grad_norm,
+                                     old_values=None if first else [values[i] for i in mb])
+            given = [credit.advantages[i] for i in mb] if not uses_critic else None
+            mb_used: list = []
+            mb_values: list = []
+            rows.append(update(
+                run.model, optimizer, [valid[i] for i in mb], given if first else [list(used[i]) for i in mb],
+                micro_batch_size=alg.micro_batch_size, micro_batch_tokens=alg.micro_batch_tokens,
+                clip_eps_low=alg.clip_eps_low, clip_eps_high=alg.clip_eps_high,
+                dual_clip=alg.dual_clip or None, kl_estimator=alg.kl_estimator, kl_mode=alg.kl_mode,
+                # a KL reward penalty is already inside the first epoch's advantages
+                kl_coef=alg.kl_coef if first or alg.kl_mode == "loss" else 0.0, ref_model=ref_model,
+                temperature=cfg.rollout.temperature, max_grad_norm=alg.max_grad_norm, loss_agg=alg.loss_agg,
+                loss_norm_constant=alg.loss_norm_constant or cfg.rollout.max_turns * cfg.rollout.max_new_tokens,
+                gamma=alg.gamma, critic=critic, advantages_out=mb_used if first else None,
+                values_out=mb_values if first else None,
+            ))
+            if first:
+                used.update(zip(mb, mb_used))
+                values.update(zip(mb, mb_values))
+    stats: dict[str, float] = {"train/trajectories": float(kept), **_mean_stats(rows)}
+    if rows:
+        stats["train/optimizer_steps"] = float(len(rows))
     view = {}
     for i, t in enumerate(valid):
-        tokens = tokens_of.get(i, [0.0] * len(t.token_ids))
+        tokens = used.get(i, [0.0] * len(t.token_ids))
         turn = credit.turn[i] if credit.turn[i] and alg.kl_mode == "loss" else turn_means(t, tokens)
         view[id(t)] = {"advantage": credit.outcome[i], "advantages": {"turn": turn, "token": tokens}}
     return stats, view
 
 
+def _rollout_round(run: Run, step: int, round_index: int, task_seeds: list[int]) -> list[Trajectory]:
+    """Sample and score G rollouts of each task of one round (envs closed afterwards)."""
+    cfg = run.config
+    ctx = run.scale.ctx
+    seeds = [s for s in task_seeds for _ in range(cfg.algorithm.group_size)]
+    envs = [run.scale.make_env(cfg.env.id, **env_kwargs(run)) for _ in seeds]
+    # per-episode sampling seeds: the same step samples the same tokens after a resume (one per rank)
+    sample_seed = (cfg.seed * 1_000_003 + step) * ctx.world_size + ctx.rank + round_index * 1_000_000_007
+    try:
+        trajectories = run_episodes(run.policy, run.chat, envs, seeds, [f"rl-{step}-{s}" for s in seeds],
+                                    cfg.rollout, sample_seed=sample_seed,
+                                    # threads stepping envs: one per env worker, so remote steps overlap
+                                    env_workers=max(4, cfg.scale.num_env_workers)) if seeds else []
+        run.policy.clear_cache()  # the round's episodes are over: free their KV
+        rubric = envs[0].rubric(cfg.reward) if envs else None
+        return [rubric.apply(t) for t in trajectories]
+    finally:
+        for env in envs:
+            env.close()
+
+
+def _task_seeds(run: Run, step: int, round_index: int, n: int, exclude: list[int]) -> list[int]:
+    """The task seeds of one sampling round: sequential (``task_sampling = "sequential"``) or the task pool's."""
+    cfg = run.config
+    alg = cfg.algorithm
+    if alg.task_sampling == "sequential":  # refill rounds take seeds from the upper half of the range
+        first = cfg.env.train_seed_start + step * alg.tasks_per_step if round_index == 0 else \
+            cfg.env.train_seed_start + TRAIN_SEED_SPAN // 2 + (step * alg.max_sample_rounds + round_index) * n
+        return shard([first + j for j in range(n)], run.scale.ctx)
+    return run.task_pool.draw(n, exclude)
+
+
+def _reward_shares(trajectories: list[Trajectory], weights) -> dict[str, float]:
+    """Mean weighted outcome and process contributions to the reward, and the process share."""
+    scored = [t for t in trajectories if not t.failed]
+    if not scored:
+        return {}
+    outcome = sum(weights.outcome * t.reward_components.get("outcome", 0.0) for t in scored) / len(scored)
+    process = sum(weights.process * t.reward_components.get("process", 0.0) for t in scored) / len(scored)
+    total = abs(outcome) + abs(process)
+    return {"rollout/reward_from_outcome": outcome, "rollout/reward_from_process": process,
+            "rollout/process_share": abs(process) / total if total else 0.0}
+
+
 def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: Any) -> dict[str, Any]:
-    """One RL step: G rollouts for each of B tasks, rubric, credit assignment, PPO-clip update."""
+    """One RL step: G rollouts of each task (dynamic sampling with refill when on), rubric,
+    credit assignment, PPO-clip update(s)."""
     cfg = run.config
     alg = cfg.algorithm
     ctx = run.scale.ctx
     t0 = time.perf_counter()
-    # under torchrun: this rank's contiguous share of the tasks (whole groups)
-    task_seeds = shard([cfg.env.train_seed_start + step * alg.tasks_per_step + j for j in range(alg.tasks_per_step)], ctx)
-    seeds = [s for s in task_seeds for _ in range(alg.group_size)]
-    envs = [run.scale.make_env(cfg.env.id, **env_kwargs(run)) for _ in seeds]
-    # per-episode sampling seeds: the same step samples the same tokens after a resume (one per rank)
-    trajectories = run_episodes(run.policy, run.chat, envs, seeds, [f"rl-{step}-{s}" for s in seeds], cfg.rollout,
-                                sample_seed=(cfg.seed * 1_000_003 + step) * ctx.world_size + ctx.rank,
-                                # threads stepping envs: one per env worker, so remote steps overlap
-                                env_workers=max(4, cfg.scale.num_env_workers)) if seeds else []
-    run.policy.clear_cache()  # the step's episodes are over: free their KV before the update
-    rubric = envs[0].rubric(cfg.reward) if envs else None
-    trajectories = [rubric.apply(t) for t in trajectories]
+    # under torchrun (sequential sampling): this rank's contiguous share of the tasks (whole groups)
+    needed = len(shard(list(range(alg.tasks_per_step)), ctx))
+    per_round = (alg.rollout_tasks or alg.tasks_per_step) if alg.dynamic_sampling else alg.tasks_per_step
+    if ctx.distributed and alg.task_sampling != "sequential":
+        per_round = len(shard(list(range(per_round)), ctx))
+    drawn: list[int] = []
+
+    def one_round(r: int) -> list[Trajectory]:
+        seeds = _task_seeds(run, step, r, per_round, drawn)
+        drawn.extend(seeds)
+        return _rollout_round(run, step, r, seeds)
+
+    batch = sample_with_refill(one_round, groups_needed=max(needed, 1), max_rounds=alg.max_sample_rounds,
+                               dynamic=alg.dynamic_sampling) if needed else SampledBatch([], [], 0, 0, 0)
+    if run.task_pool is not None:
+        run.task_pool.update(batch.all, is_success)
     t_rollout = time.perf_counter() - t0
-    valid = [t for t in trajectories if not t.failed]
+    valid = [t for t in batch.train if not t.failed]
     stats, credit_view = _credit_and_update(run, optimizer, ref_model, valid)
     elapsed = time.perf_counter() - t0
     kwargs = _replay_kwargs(run)
+    trajectories = batch.all
     records = [trajectory_to_record(t, run_id=run.run_dir.name, env_kwargs=kwargs, phase="rl", step=step + 1,
                                     rl_step=step + 1, policy_version=step,
                                     **credit_view.get(id(t), {"advantage": None})) for t in trajectories]
@@ -358,13 +447,19 @@ def rl_step(run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: An
     row = None
     if ctx.is_main:
         generated = sum(t.num_generated_tokens for t in trajectories)
-        row = {"phase": "rl", "step": step + 1, "rl_step": step + 1, **summarize(trajectories, "rollout"), **stats,
+        sampling = {"rollout/groups_sampled": batch.groups_sampled, "rollout/groups_informative": batch.groups_informative,
+                    "rollout/informative_share": batch.groups_informative / max(batch.groups_sampled, 1),
+                    "rollout/sample_rounds": batch.rounds,
+                    "rollout/groups_trained": len({t.group_id for t in batch.train}),
+                    "rollout/groups_shortfall": max(needed - len({t.group_id for t in batch.train}), 0)}
+        pool = {f"pool/accept/{lv}": run.task_pool.acceptance(lv) for lv in sorted(run.task_pool.counts)} \
+            if run.task_pool is not None and alg.task_sampling == "difficulty" else {}
+        row = {"phase": "rl", "step": step + 1, "rl_step": step + 1, **summarize(trajectories, "rollout"),
+               **_reward_shares(trajectories, cfg.reward), **sampling, **pool, **stats,
                "perf/step_time_s": elapsed, "perf/rollout_time_s": t_rollout, "perf/update_time_s": elapsed - t_rollout,
                "perf/tokens_per_s": generated / max(t_rollout, 1e-9)}
         run.metrics.write(row)
         run.store.append(records)
-    for env in envs:
-        env.close()
     return broadcast_from_main(row, ctx)  # every rank takes rank 0's decisions (time budget, last step)
 
 
@@ -430,6 +525,7 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
     optimizer = make_optimizer(run, alg.lr, alg.weight_decay, alg.max_grad_norm)
     if alg.name in CRITIC_ALGORITHMS:
         run.critic = ValueModel(hidden_size(run.model), alg.value_lr, next(run.model.parameters()).device)
+    run.task_pool = make_task_pool(run)
     start = time.perf_counter()
     if resume:
         state = load_checkpoint(checkpoint, run.model, optimizer, run.sampler)
@@ -437,6 +533,9 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
         if run.critic is not None:
             _load_value_head(run, checkpoint)
         first_step, run.evals, run.timings = state.rl_step, state.evals, dict(state.extra)
+        pool_state = run.timings.pop("task_pool", None)
+        if run.task_pool is not None and pool_state:
+            run.task_pool.load_state(pool_state)
         progress("resume", state.rl_step, alg.steps, f"resumed at RL step {state.rl_step}")
     else:
         if config.eval.base:
@@ -478,10 +577,30 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
     run.metrics.close()
 
 
+def make_task_pool(run: Run) -> TaskPool | None:
+    """The run's task pool (None for ``task_sampling = "sequential"``); levels are read from a
+    probe env's reset info (``info["level"]``, cached per seed)."""
+    cfg = run.config
+    if cfg.algorithm.task_sampling == "sequential":
+        return None
+    def level_of(seed: int) -> str:
+        env = make(cfg.env.id, **_replay_kwargs(run))
+        try:
+            return str(env.reset(seed=seed)[1].get("level", ""))
+        finally:
+            env.close()
+
+    ctx = run.scale.ctx
+    return TaskPool(seed=cfg.seed * max(ctx.world_size, 1) + ctx.rank, seed_start=cfg.env.train_seed_start,
+                    difficulty=cfg.algorithm.task_sampling == "difficulty", level_of=level_of)
+
+
 def _save_checkpoint(run: Run, optimizer: torch.optim.Optimizer, state: TrainerState) -> None:
     """The run's checkpoint, plus PPO's value head (``value_head.pt``) when there is one (rank 0 only)."""
     if not run.scale.ctx.is_main:
         return
+    if run.task_pool is not None:  # the pool's counts and stream position, for --resume
+        state = TrainerState(state.rl_step, state.evals, {**state.extra, "task_pool": run.task_pool.state()})
     path = save_checkpoint(run.run_dir, run.model, optimizer, run.sampler, state)
     if run.critic is not None:
         run.critic.head.save(path / "value_head.pt", run.critic.optimizer)
