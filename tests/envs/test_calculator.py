@@ -11,7 +11,7 @@ from agentic_rl.envs.calculator import INSTRUCTIONS
 from agentic_rl.envs.calculator_tasks import LEVELS, make_task
 from agentic_rl.rewards import RewardWeights
 from agentic_rl.tools import evaluate_arithmetic, parse_tool_calls
-from agentic_rl.types import Action, Message, StopReason, ToolCall, Trajectory, Turn
+from agentic_rl.types import Action, Message, StopReason, ToolCall, ToolResult, Trajectory, Turn
 
 
 def _action(text: str, turn: int = 0) -> Action:
@@ -196,7 +196,8 @@ def _oracle_trajectory(seed: int, generated: int) -> Trajectory:
     for reply, (o, r, _term, _trunc, step_info) in _play_oracle(env, seed):
         messages.append(Message("assistant", reply))
         messages.extend(o.messages)
-        turns.append(Turn(len(turns), _action(reply), o if o.messages else None, r, (), (), (), (), step_info))
+        results = tuple(ToolResult(**x) for x in step_info.get("tool_results", ()))  # as the engine types them
+        turns.append(Turn(len(turns), _action(reply), o if o.messages else None, r, results, (), (), (), step_info))
     ids = tuple(range(generated + 10))
     mask = (0,) * 10 + (1,) * generated
     return Trajectory("calculator-v0", seed, "g", "t", tuple(messages), tuple(turns), ids, mask,
@@ -206,10 +207,10 @@ def _oracle_trajectory(seed: int, generated: int) -> Trajectory:
 def test_rubric_components_and_total_by_hand():
     traj = _oracle_trajectory(seed=1, generated=40)
     total, comps = make("calculator-v0").rubric().score(traj)
-    # raw components: correct 1, 1 call of 1 ok -> format 1, one numeric tag -> 1, 1 call, 40 tokens
+    # raw components: correct 1, 1 computing call of 1 -> 1, one correct numeric tag -> 1, 1 call, 40 tokens
     assert comps["correct_answer"] == 1.0
-    assert comps["tool_call_format"] == 1.0
-    assert comps["answer_format"] == 1.0
+    assert comps["computed_calls"] == 1.0
+    assert comps["grounded_answer"] == 1.0
     assert comps["tool_calls"] == 1.0
     assert comps["generated_tokens"] == 40.0
     # groups (w_f * f, before lambda): outcome 1; process 1 + 1 = 2; cost 0.02*1 + 0.0005*40 = 0.04; risk 0
@@ -243,20 +244,68 @@ def test_rubric_of_a_real_oracle_rollout(chat):
     assert math.isclose(scored.reward, 1.0 + 0.1 * 2.0 - (0.02 + 0.0005 * n))
 
 
+def _played(env, replies):
+    """Step ``env`` through ``replies`` and type the turns as the engine does (tool results from info)."""
+    turns = []
+    for i, reply in enumerate(replies):
+        action = _action(reply, i)
+        _obs, r, _term, _trunc, info = env.step(action)
+        results = tuple(ToolResult(**x) for x in info.get("tool_results", ()))
+        turns.append(Turn(i, action, None, r, results, (), (), (), info))
+    return Trajectory("calculator-v0", 0, "g", "t", (), tuple(turns), (1, 2, 3), (0, 1, 1), (0.0,) * 3,
+                      StopReason.TERMINATED)
+
+
+def _call(expression: str) -> str:
+    return f'<tool_call>{{"name": "calculator", "arguments": {{"expression": "{expression}"}}}}</tool_call>'
+
+
 def test_rubric_of_wrong_answers_and_bad_calls():
     env = make("calculator-v0")
     env.reset(seed=0)
-    t0 = env.step(_action("<tool_call>{bad}</tool_call>"))
-    t1 = env.step(_action('<tool_call>{"name": "calculator", "arguments": {"expression": "2*3"}}</tool_call>', 1))
-    t2 = env.step(_action("<answer>1</answer><answer>2</answer>", 2))
-    turns = tuple(Turn(i, Action(""), None, s[1], (), (), (), (), s[4]) for i, s in enumerate((t0, t1, t2)))
-    traj = Trajectory("calculator-v0", 0, "g", "t", (), turns, (1, 2, 3), (0, 1, 1), (0.0,) * 3, StopReason.TERMINATED)
+    traj = _played(env, ["<tool_call>{bad}</tool_call>", _call("2*3"), "<answer>1</answer><answer>2</answer>"])
     total, comps = env.rubric().score(traj)
-    # 2 calls, 1 error -> format 0.5; two tags -> no answer -> correct 0, answer_format 0; 2 tokens
-    assert comps["correct_answer"] == 0.0 and comps["answer_format"] == 0.0
-    assert comps["tool_call_format"] == 0.5 and comps["tool_calls"] == 2.0 and comps["generated_tokens"] == 2.0
+    # 2 calls, 1 error -> computed 0.5; two tags -> no answer -> correct 0, grounded 0; 2 tokens
+    assert comps["correct_answer"] == 0.0 and comps["grounded_answer"] == 0.0
+    assert comps["computed_calls"] == 0.5 and comps["tool_calls"] == 2.0 and comps["generated_tokens"] == 2.0
     # R = 0 + 0.1*0.5 - (0.02*2 + 0.0005*2) = 0.05 - 0.041 = 0.009
     assert math.isclose(total, 0.009)
+
+
+def test_format_credit_cannot_be_farmed():
+    """The farming policy of the credit comparison (a well-formed call on a bare number, then a
+    well-formed wrong answer) scores below an honest wrong attempt, which scores below a success."""
+    task = make_task(1)  # multi_op: "Compute 2 + 85 * 8." style; any wrong answer works here
+    wrong = task.answer + 1
+    env = make("calculator-v0")
+    rubric = env.rubric()
+    env.reset(seed=1)
+    farm = rubric.score(_played(env, [_call("5"), "<answer>5</answer>"]))
+    env.reset(seed=1)
+    farm_any = rubric.score(_played(env, [_call("7"), f"<answer>{wrong}</answer>"]))
+    env.reset(seed=1)
+    honest = rubric.score(_played(env, [_call("2 + 3"), "<answer>5</answer>"]))
+    env.reset(seed=1)
+    success = rubric.score(_played(env, [_call(task.expression), f"<answer>{task.answer}</answer>"]))
+    # same cost for all four (1 call, 2 tokens: 0.021); process: farm 0, honest 0.1*(1 + 1) = 0.2
+    for total, comps in (farm, farm_any):
+        assert comps["computed_calls"] == 0.0 and comps["grounded_answer"] == 0.0 and comps["process"] == 0.0
+        assert math.isclose(total, -0.021)
+    assert honest[1]["process"] == 2.0 and math.isclose(honest[0], 0.2 - 0.021)
+    assert math.isclose(success[0], 1.0 + 0.2 - 0.021)
+    assert farm[0] < honest[0] < success[0]
+    # the whole process credit (at most 0.2) is below the outcome difference (1.0)
+    assert success[0] - honest[0] == pytest.approx(1.0)
+
+
+def test_an_answer_from_a_tool_error_or_a_guess_is_not_grounded():
+    env = make("calculator-v0")
+    env.reset(seed=1)
+    _, comps = env.rubric().score(_played(env, [_call("2 +"), "<answer>2</answer>"]))
+    assert comps["computed_calls"] == 0.0 and comps["grounded_answer"] == 0.0
+    env.reset(seed=1)
+    _, comps = env.rubric().score(_played(env, ["<answer>12</answer>"]))
+    assert comps["grounded_answer"] == 0.0  # a guess (no call) that is wrong earns nothing
 
 
 def test_truncated_episode_gets_no_outcome():
@@ -264,4 +313,4 @@ def test_truncated_episode_gets_no_outcome():
     cut = Trajectory(traj.env_id, traj.seed, traj.group_id, traj.trajectory_id, traj.messages, traj.turns,
                      traj.token_ids, traj.loss_mask, traj.logprobs, StopReason.MAX_TURNS)
     _, comps = make("calculator-v0").rubric().score(cut)
-    assert comps["correct_answer"] == 0.0 and comps["answer_format"] == 0.0
+    assert comps["correct_answer"] == 0.0 and comps["grounded_answer"] == 0.0

@@ -71,5 +71,5 @@ def test_evaluate_through_rollouts(chat, offset, success):
     assert metrics["eval/turns"] == 1.0 and metrics["eval/tool_calls"] == 0.0
     assert {k for k in metrics if k.startswith("eval/success/")} == {
         "eval/success/direct", "eval/success/multi_op", "eval/success/word"}
-    # answer_format 1 either way; no tool call -> tool_call_format 0
-    assert metrics["eval/reward/answer_format"] == 1.0 and metrics["eval/reward/tool_call_format"] == 0.0
+    # no tool call -> computed_calls 0; an answer without a call is grounded only when correct
+    assert metrics["eval/reward/grounded_answer"] == success and metrics["eval/reward/computed_calls"] == 0.0

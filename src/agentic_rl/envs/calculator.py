@@ -17,9 +17,14 @@ Tools
     ``calculator(expression)`` — arithmetic only, evaluated by an AST walker, never ``eval``.
 Reward (rubric)
     outcome ``correct_answer`` (1 if the single answer tag equals the reference answer);
-    process ``tool_call_format`` (fraction of the episode's tool calls that parsed and ran
-    without error; 0 if none) and ``answer_format`` (1 if the final reply has exactly one
-    numeric answer tag); cost ``tool_calls`` (0.02 per call) and ``generated_tokens`` (0.0005
+    process ``computed_calls`` (fraction of the episode's tool calls that parsed, ran without
+    error *and computed something*: an expression with an operator, not a bare number; 0 if
+    none) and ``grounded_answer`` (1 if the final reply has exactly one numeric answer tag and
+    that answer is correct or equals the result of one of the episode's computing calls).
+    Neither can be farmed: a trivial call on a bare number followed by any answer earns 0
+    process credit, below an honest attempt that computed a wrong expression and answered its
+    result (0.2 with the default λ_p = 0.1), and the whole process credit (at most 2 × λ_p)
+    stays below any difference in the outcome (λ_o = 1); cost ``tool_calls`` (0.02 per call) and ``generated_tokens`` (0.0005
     per sampled token); risk ``denied_calls`` (0.5), ``sandbox_limit_hits`` (0.1),
     ``outside_workspace_attempts`` (0.5), counted from ``info["risk_events"]`` (always 0 with
     the default policy: the calculator is read-only and allowed).
@@ -49,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from fractions import Fraction
 import uuid
 from typing import Any
 
@@ -189,8 +195,8 @@ class CalculatorEnv(Env):
         return Rubric(
             [
                 RewardFunction("correct_answer", RewardGroup.OUTCOME, correct_answer),
-                RewardFunction("tool_call_format", RewardGroup.PROCESS, tool_call_format),
-                RewardFunction("answer_format", RewardGroup.PROCESS, answer_format),
+                RewardFunction("computed_calls", RewardGroup.PROCESS, computed_calls),
+                RewardFunction("grounded_answer", RewardGroup.PROCESS, grounded_answer),
                 RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
                 RewardFunction("generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005),
                 *risk_functions(),
@@ -220,6 +226,41 @@ def tool_call_format(trajectory: Trajectory) -> float:
     total = sum(t.info.get("tool_calls", 0) for t in trajectory.turns)
     errors = sum(t.info.get("tool_errors", 0) for t in trajectory.turns)
     return (total - errors) / total if total else 0.0
+
+
+def _computed_results(trajectory: Trajectory) -> tuple[int, list[Fraction]]:
+    """(number of calls, results of the calls that ran and computed something), in call order."""
+    calls = 0
+    results: list[str] = []
+    for turn in trajectory.turns:
+        by_id = {c.id: c for c in turn.action.tool_calls}
+        calls += len(turn.tool_results)
+        for result in turn.tool_results:
+            call = by_id.get(result.call_id)
+            expression = call.arguments.get("expression") if call is not None else None
+            value = parse_number(result.content.strip()) if result.ok else None
+            if value is not None and isinstance(expression, str) and parse_number(expression.strip()) is None:
+                results.append(value)
+    return calls, results
+
+
+def computed_calls(trajectory: Trajectory) -> float:
+    """Fraction of the episode's tool calls (accepted + rejected) that ran without error and
+    computed something (their expression is not a bare number); 0 if there were none."""
+    calls, results = _computed_results(trajectory)
+    return len(results) / calls if calls else 0.0
+
+
+def grounded_answer(trajectory: Trajectory) -> float:
+    """1.0 if the final reply had exactly one numeric ``<answer>`` tag and the answer is correct
+    or equals the result of one of the episode's computing calls, else 0.0."""
+    info = _final_info(trajectory)
+    if not info.get("answer_format_ok"):
+        return 0.0
+    if info.get("correct"):
+        return 1.0
+    _, results = _computed_results(trajectory)
+    return 1.0 if any(numbers_equal(info.get("answer"), r) for r in results) else 0.0
 
 
 def num_tool_calls(trajectory: Trajectory) -> float:
