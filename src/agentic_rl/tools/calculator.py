@@ -21,6 +21,7 @@ Limits (so that a policy cannot make the environment hang): at most 200 characte
 from __future__ import annotations
 
 import ast
+import re
 import math
 from fractions import Fraction
 
@@ -169,6 +170,11 @@ def evaluate_arithmetic(expression: str) -> int | float:
     try:
         tree = ast.parse(expression, mode="eval")
     except (SyntaxError, ValueError) as exc:
+        words = list(dict.fromkeys(re.findall(r"[A-Za-z_]+", expression)))
+        if words:  # the common small-model mistake: units or prose inside the expression
+            shown = ", ".join(repr(w) for w in words[:5]) + (", ..." if len(words) > 5 else "")
+            raise CalculatorError(f"invalid syntax: words are not allowed ({shown}); write only numbers and "
+                                  "+ - * / // % ** ( ), e.g. 12 * 3 + 4") from None
         raise CalculatorError(f"invalid syntax: {getattr(exc, 'msg', exc)}") from None
     except RecursionError:
         raise CalculatorError("expression nested too deeply") from None
