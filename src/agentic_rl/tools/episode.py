@@ -16,17 +16,20 @@ episode's files and interpreter state (mechanism and limits: :mod:`agentic_rl.to
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agentic_rl.tools import workspace as ws
 from agentic_rl.tools.base import Tool
+from agentic_rl.tools.freeze import frozen
 from agentic_rl.tools.python_tool import ExecResult, PythonInterpreter
 from agentic_rl.tools.risk_detector import limit_events, path_events
 from agentic_rl.tools.sandbox import SandboxConfig
@@ -150,12 +153,33 @@ class EpisodeSandbox:
         """
         if self.closed:
             raise SnapshotError("this episode's sandbox is closed")
-        files = WorkspaceImage.capture(self.workspace, self.max_snapshot_bytes)
+        with self._quiescent():
+            files = WorkspaceImage.capture(self.workspace, self.max_snapshot_bytes)
         if self.interpreter.pid is None:
             return SandboxSnapshot(files, None, ())
         if self._life_start is None:
             raise SnapshotError(f"cannot snapshot the running interpreter: {self._life_problem}")
         return SandboxSnapshot(files, self._life_start, tuple(self._calls))
+
+    @contextlib.contextmanager
+    def _quiescent(self) -> Iterator[bool]:
+        """No process of the sandbox runs inside the block (see :mod:`agentic_rl.tools.freeze`).
+
+        The bwrap sandbox is stopped; when it does not settle it is killed (the interpreter life
+        ends) and the block gets False. The ``unsafe_local`` backend is not stopped: its code runs
+        as the host user anyway.
+        """
+        if self.config.backend != "bwrap":
+            yield True
+            return
+        with frozen(self.interpreter.pid) as settled:
+            if not settled:
+                log.warning("sandbox %s: its processes did not stop for a workspace copy; killed",
+                            self.marker)
+                self.interpreter.close()
+                self._wait_until_gone()
+                self._end_life("the sandbox was killed: its processes did not stop for a snapshot")
+            yield settled
 
     def restore(self, snapshot: SandboxSnapshot, *, strict: bool = True) -> None:
         """Bring back the files and interpreter state of ``snapshot`` (see :mod:`agentic_rl.tools.snapshot`).
@@ -188,10 +212,14 @@ class EpisodeSandbox:
             snapshot.life_start.materialize(self.workspace, self.uid)
             self._life_start, self._life_problem = snapshot.life_start, None
             problems = self._replay(snapshot.calls)
-            if WorkspaceImage.capture(self.workspace, self.max_snapshot_bytes) != snapshot.files:
-                problems.append("the replayed workspace files differ from the snapshot's")
             self._calls = list(snapshot.calls)
-        snapshot.files.materialize(self.workspace, self.uid)
+        with self._quiescent() as settled:  # processes the replay started are stopped meanwhile
+            if not settled:
+                problems.append("the replayed sandbox was killed: its processes did not stop")
+            if snapshot.life_start is not None and \
+                    WorkspaceImage.capture(self.workspace, self.max_snapshot_bytes) != snapshot.files:
+                problems.append("the replayed workspace files differ from the snapshot's")
+            snapshot.files.materialize(self.workspace, self.uid)
         if problems:
             message = "restore: the replay diverged: " + "; ".join(problems)
             if strict:
@@ -250,6 +278,9 @@ class EpisodeSandbox:
         def python_risk(call: Any, result: Any) -> list[dict[str, Any]]:
             return limit_events(call, self.pop_last_result())
 
+        def python_status(call: Any, result: Any) -> dict[str, Any] | None:  # before python_risk pops it
+            return self._last_result.audit_fields() if self._last_result is not None else None
+
         def path_risk(call: Any, result: Any) -> list[dict[str, Any]]:
             return path_events(root, call)
 
@@ -259,7 +290,7 @@ class EpisodeSandbox:
                 "between calls; no network; working directory is the workspace). Returns "
                 "stdout, stderr and the value of a final expression."),
                 obj({"code": {"type": "string", "description": "Python source to run"}},
-                    ["code"]), python, python_risk),
+                    ["code"]), python, python_risk, python_status),
             "read_file": Tool("read_file", "Read a text file from the workspace.",
                               obj({"path": path}, ["path"]), read_file, path_risk),
             "write_file": Tool("write_file", "Write a text file in the workspace (replaces it).",

@@ -30,6 +30,7 @@ sandbox or another one with the same configuration.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -72,71 +73,123 @@ class WorkspaceImage:
     def capture(cls, root: Path, max_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES) -> WorkspaceImage:
         """Copy the tree under ``root`` into memory without following symbolic links.
 
-        FIFOs, sockets and device files are skipped (reading a FIFO could block forever).
+        Every path component is opened relative to its parent directory's descriptor with
+        ``O_NOFOLLOW``, so a link swapped in while it runs is never followed: the copy never
+        reads outside ``root``. FIFOs, sockets and device files are skipped (reading a FIFO
+        could block forever); an entry that vanishes while it runs is skipped.
 
         Raises:
-            SnapshotError: the files hold more than ``max_bytes`` bytes.
+            SnapshotError: the files hold more than ``max_bytes`` bytes, or the directories nest
+                deeper than ``MAX_DEPTH``.
+            OSError: ``root`` cannot be read.
         """
         entries: list[tuple[str, str, bytes | str | None, int]] = []
-        total = 0
-        stack = [""]
-        while stack:
-            rel = stack.pop()
-            with os.scandir(root / rel if rel else root) as it:
-                items = sorted(it, key=lambda e: e.name)
-            for entry in items:
-                path = f"{rel}/{entry.name}" if rel else entry.name
-                st = entry.stat(follow_symlinks=False)
-                mode = stat.S_IMODE(st.st_mode)
-                if stat.S_ISLNK(st.st_mode):
-                    entries.append((path, "link", os.readlink(entry.path), mode))
-                elif stat.S_ISDIR(st.st_mode):
-                    entries.append((path, "dir", None, mode))
-                    stack.append(path)
-                elif stat.S_ISREG(st.st_mode):
-                    total += st.st_size
-                    if total > max_bytes:
-                        raise SnapshotError(f"the workspace holds more than {max_bytes} bytes; "
-                                            "too large to snapshot")
-                    entries.append((path, "file", _read_regular(entry.path), mode))
+        fd = os.open(root, _DIR_FLAGS)
+        try:
+            total = _capture_dir(fd, "", entries, max_bytes, 0, 0)
+        finally:
+            os.close(fd)
         return cls(tuple(sorted(entries, key=lambda e: e[0])), total)
 
     def materialize(self, root: Path, uid: int | None = None) -> None:
         """Make ``root`` hold exactly this image: its current content is deleted first.
 
         Files and directories are given to ``uid`` when set (the sandbox user). Never follows a
-        symbolic link: links are recreated as links.
+        symbolic link: every component is opened relative to its parent's descriptor with
+        ``O_NOFOLLOW``, modes and owners are set through descriptors, links are recreated as
+        links, so nothing outside ``root`` is created or changed. Set-user-ID and set-group-ID
+        bits are not restored.
 
         Raises:
-            OSError: the workspace cannot be written.
+            OSError: the workspace cannot be written (or changed under the call).
+            SnapshotError: an entry's path is not a plain relative path.
         """
-        for entry in os.scandir(root):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
-        for path, kind, payload, mode in self.entries:  # sorted: parents come before children
-            target = root / path
-            if kind == "dir":
-                os.mkdir(target, 0o700)  # its own mode is set last, once its children exist
-            elif kind == "link":
-                os.symlink(str(payload), target)
-            else:
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(payload)  # type: ignore[arg-type]
-                    os.fchmod(f.fileno(), mode)
+        tree: dict[str, list[tuple[str, str, bytes | str | None, int]]] = {}
+        for path, kind, payload, mode in self.entries:
+            parent, _, name = path.rpartition("/")
+            if name in ("", ".", "..") or any(p in ("", ".", "..") for p in parent.split("/") if parent):
+                raise SnapshotError(f"snapshot entry {path!r} is not a plain relative path")
+            tree.setdefault(parent, []).append((path, kind, payload, mode))
+        fd = os.open(root, _DIR_FLAGS)
+        try:
+            for name in os.listdir(fd):
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(name, dir_fd=fd)  # the descriptor-based, symlink-safe walk
+                else:
+                    os.unlink(name, dir_fd=fd)
+            _materialize_dir(fd, "", tree, uid)
+        finally:
+            os.close(fd)
+
+
+#: deepest directory nesting a snapshot copies (each level holds one descriptor while it is walked)
+MAX_DEPTH = 256
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_MODE_BITS = 0o1777  # permission bits and sticky; never set-user-ID or set-group-ID
+
+
+def _capture_dir(fd: int, rel: str, entries: list, max_bytes: int, total: int, depth: int) -> int:
+    """Append the entries under directory descriptor ``fd`` (at ``rel``); return the byte total."""
+    if depth > MAX_DEPTH:
+        raise SnapshotError(f"the workspace nests directories deeper than {MAX_DEPTH} levels; "
+                            "too deep to snapshot")
+    for name in sorted(os.listdir(fd)):
+        path = f"{rel}/{name}" if rel else name
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                entries.append((path, "link", os.readlink(name, dir_fd=fd), stat.S_IMODE(st.st_mode)))
+            elif stat.S_ISDIR(st.st_mode):
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                try:
+                    entries.append((path, "dir", None, stat.S_IMODE(os.fstat(child).st_mode)))
+                    total = _capture_dir(child, path, entries, max_bytes, total, depth + 1)
+                finally:
+                    os.close(child)
+            elif stat.S_ISREG(st.st_mode):
+                child = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+                with os.fdopen(child, "rb") as f:
+                    st = os.fstat(f.fileno())
+                    if not stat.S_ISREG(st.st_mode):
+                        continue
+                    data = f.read(max_bytes - total + 1)
+                total += len(data)
+                if total > max_bytes:
+                    raise SnapshotError(f"the workspace holds more than {max_bytes} bytes; "
+                                        "too large to snapshot")
+                entries.append((path, "file", data, stat.S_IMODE(st.st_mode)))
+        except OSError as exc:  # vanished, or swapped for a link or a file meanwhile: skipped
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                raise
+    return total
+
+
+def _materialize_dir(fd: int, rel: str, tree: dict, uid: int | None) -> None:
+    """Create the image's entries under ``rel`` inside directory descriptor ``fd``."""
+    for path, kind, payload, mode in tree.get(rel, ()):
+        name = path.rpartition("/")[2]
+        if kind == "dir":
+            os.mkdir(name, 0o700, dir_fd=fd)
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            try:
+                if uid is not None:
+                    os.fchown(child, uid, uid)
+                _materialize_dir(child, path, tree, uid)
+                os.fchmod(child, mode & _MODE_BITS)  # last, once its children exist
+            finally:
+                os.close(child)
+        elif kind == "link":
+            os.symlink(str(payload), name, dir_fd=fd)
             if uid is not None:
-                os.chown(target, uid, uid, follow_symlinks=False)
-        for path, kind, _, mode in reversed(self.entries):
-            if kind == "dir":
-                os.chmod(root / path, mode)
-
-
-def _read_regular(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
+                os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
+        else:
+            child = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+            with os.fdopen(child, "wb") as f:
+                f.write(payload)  # type: ignore[arg-type]
+                if uid is not None:
+                    os.fchown(f.fileno(), uid, uid)
+                os.fchmod(f.fileno(), mode & _MODE_BITS)
 
 
 @dataclass(frozen=True)
