@@ -33,6 +33,7 @@ from agentic_rl.tools.sandbox import (
     warn_unsafe_local,
     worker_settings,
 )
+from agentic_rl.tools.seccomp import filter_fd
 
 __all__ = ["ExecResult", "PythonInterpreter", "ISOLATION_FLAGS"]
 
@@ -155,11 +156,11 @@ class PythonInterpreter:
         """Host pid of the sandbox's top process (bwrap or the worker), None if not running."""
         return self._proc.pid if self._proc else None
 
-    def _argv(self, protocol_fds: tuple[int, int]) -> list[str]:
+    def _argv(self, protocol_fds: tuple[int, int], seccomp_fd: int | None = None) -> list[str]:
         settings = {**worker_settings(self.config, self.uid, self.capture), "protocol_fds": list(protocol_fds)}
         argv = [self.config.python, *ISOLATION_FLAGS, str(WORKER_PATH), json.dumps(settings), self.marker]
         if self.config.backend == "bwrap":
-            return sandbox_command(self.config, self.workspace, argv)
+            return sandbox_command(self.config, self.workspace, argv, seccomp_fd)
         warn_unsafe_local()
         return argv
 
@@ -178,17 +179,19 @@ class PythonInterpreter:
                    "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
         self._buffer = b""
         (req_r, req_w), (rep_r, rep_w) = os.pipe(), os.pipe()
+        seccomp_fd = filter_fd() if self.config.backend == "bwrap" else None  # no user namespaces
+        extra = () if seccomp_fd is None else (seccomp_fd,)
         try:
-            argv = self._argv((req_r, rep_w))
+            argv = self._argv((req_r, rep_w), seccomp_fd)
             self._proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                pass_fds=(req_r, rep_w), cwd=str(self.workspace), env=env, start_new_session=True)
+                pass_fds=(req_r, rep_w, *extra), cwd=str(self.workspace), env=env, start_new_session=True)
         except BaseException:
             for fd in (req_w, rep_r):
                 os.close(fd)
             raise
         finally:
-            for fd in (req_r, rep_w):
+            for fd in (req_r, rep_w, *extra):
                 os.close(fd)
         self._requests, self._replies = req_w, rep_r
         line = self._read_line(time.monotonic() + self.config.startup_timeout_s)

@@ -224,14 +224,17 @@ def _mount_dirs(path: str, created: set[str]) -> list[str]:
     return args
 
 
-def sandbox_command(config: SandboxConfig, workspace: Path, argv: list[str]) -> list[str]:
+def sandbox_command(config: SandboxConfig, workspace: Path, argv: list[str],
+                    seccomp_fd: int | None = None) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` in a sandbox around ``workspace``.
 
     ``argv[0]`` must be the interpreter path (it is visible inside: the Python prefixes are
     mounted at their host paths) and the worker script is mounted read-only at
     ``/opt/agentic_rl/worker.py`` (a ``WORKER_PATH`` item in ``argv`` is rewritten to it).
     Put a per-episode marker in ``argv`` (and the workspace name) so that the episode's
-    processes can be found in ``/proc``.
+    processes can be found in ``/proc``. ``seccomp_fd`` (from
+    :func:`agentic_rl.tools.seccomp.filter_fd`, passed to bwrap with ``pass_fds``) loads the
+    filter that forbids new user namespaces.
 
     Raises:
         SandboxUnavailableError: bubblewrap is missing or cannot create namespaces.
@@ -242,6 +245,8 @@ def sandbox_command(config: SandboxConfig, workspace: Path, argv: list[str]) -> 
     cmd = [shutil.which("bwrap") or "bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc",
            "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
            "--hostname", "sandbox"]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
     if os.geteuid() == 0:
         cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
