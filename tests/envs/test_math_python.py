@@ -133,3 +133,31 @@ def test_gsm_program_keeps_only_steps_that_check_out():
            "A wrong step 2 + 2 = 5 is dropped.\n"
            "#### 627")
     assert gsm_program(cot) == ["s1 = 22 + 13", "s2 = 57 * 11"]
+
+
+def test_answers_only_math_verify_accepts_score_on_a_worker_thread(env):
+    # the rollout engine steps envs on worker threads, where math-verify's signal alarm cannot be
+    # set: \frac{2g}{2} is not read by the task's score_answer, only by math-verify
+    from concurrent.futures import ThreadPoolExecutor
+
+    gold = env.reset(seed=1)[1]["expected"]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        _, reward, _, _, info = pool.submit(env.step, act(f"<answer>\\frac{{{2 * int(gold)}}}{{2}}</answer>")).result()
+    assert info["task_score"] < 1.0  # score_answer alone says wrong
+    assert reward == 1.0 and info["correct"] and info["verifier_error"] is None
+
+
+def test_verifier_errors_are_counted_in_the_rubric(env):
+    import dataclasses
+
+    from agentic_rl.types import StopReason, Trajectory, Turn
+
+    env.reset(seed=1)
+    env.task = dataclasses.replace(env.task, answer="\\frac{")  # a gold answer math-verify cannot read
+    action = act("<answer>12</answer>")
+    _, reward, _, _, info = env.step(action)
+    assert reward == 0.0 and "could not read the gold answer" in info["verifier_error"]
+    trajectory = Trajectory("math-python-v0", 1, "t", "g", (), (Turn(0, action, None, reward, (), (), (), (), info),),
+                            (), (), (), StopReason.TERMINATED)
+    _, comps = env.rubric().score(trajectory)
+    assert comps["verifier_errors"] == 1.0 and comps["correct_answer"] == 0.0

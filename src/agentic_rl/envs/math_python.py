@@ -29,6 +29,7 @@ Reward (rubric)
     (so ``279``, ``279.0``, ``\\boxed{279}``, ``558/2``, ``\\frac{558}{2}``, ``$279`` all count;
     ``279 or 280``, ``[279, 280]`` and two answer tags score 0; see
     :mod:`agentic_rl.rewards.math_answers`); ``task_score`` (raw ``score_answer``, weight 0);
+    ``verifier_errors`` (1 when math-verify itself failed on the answer, weight 0);
     process ``answer_format`` (exactly one number in the answer) and ``tool_call_format``
     (fraction of tool calls that parsed, were allowed and ran; an exception raised by the code
     itself is shown to the model but is not a format error); cost ``tool_calls`` (0.02 per call) and
@@ -61,8 +62,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentic_rl.envs.reasoning_gym_env import ReasoningGymEnv
-from agentic_rl.rewards.math_answers import extract_final_answer, math_equal, single_number
+from agentic_rl.envs.reasoning_gym_env import Grade, ReasoningGymEnv
+from agentic_rl.rewards.math_answers import check_answer, extract_final_answer, single_number
 from agentic_rl.tools.calculator import evaluate_arithmetic
 
 __all__ = ["MathPythonEnv", "LEVELS", "DEFAULT_SETTINGS", "gsm_program"]
@@ -151,16 +152,22 @@ class MathPythonEnv(ReasoningGymEnv):
                          run_id=run_id, sandbox_backend=sandbox_backend)
         self.levels = levels
 
-    def grade(self, text: str) -> tuple[str | None, bool, float, bool]:
-        """``(answer, correct, task_score, format_ok)``: one number, checked by ``score_answer`` or math-verify."""
+    def grade(self, text: str) -> Grade:
+        """The :class:`Grade` of a final reply: one number, checked by ``score_answer`` or math-verify.
+
+        Safe on any thread (the rollout engine steps envs on worker threads); a math-verify
+        failure is the grade's ``verifier_error``, not a wrong answer in silence.
+        """
         assert self.task is not None and self.task.answer is not None
         answer = extract_final_answer(text)
         number = single_number(answer)
         if number is None:
-            return answer, False, 0.0, False
+            return Grade(answer, False, 0.0, False)
         score = float(self.task.score(number, self.task.entry))
-        correct = score >= 1.0 or math_equal(answer, self.task.answer)
-        return answer, correct, score, True
+        if score >= 1.0:
+            return Grade(answer, True, score, True)
+        verdict = check_answer(answer, self.task.answer)
+        return Grade(answer, verdict.correct, score, True, verdict.error)
 
     def oracle_program(self) -> str:
         """The oracle's python code for the current task (see the module docstring)."""

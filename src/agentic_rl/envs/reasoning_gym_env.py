@@ -24,8 +24,9 @@ Tools
     detectors). Off by default for ``rg/*`` ids.
 Reward (rubric)
     outcome ``correct_answer`` (1 if the task's ``score_answer`` gives 1 to the single answer;
-    partial credit does not count) and ``task_score`` (the raw ``score_answer`` value, weight 0:
-    logged only); process ``answer_format`` (exactly one answer tag) and ``tool_call_format``;
+    partial credit does not count), ``task_score`` (the raw ``score_answer`` value, weight 0:
+    logged only) and ``verifier_errors`` (1 when the answer verifier itself failed, weight 0);
+    process ``answer_format`` (exactly one answer tag) and ``tool_call_format``;
     cost ``tool_calls`` (0.02) and ``generated_tokens`` (0.0005); risk: the three built-in
     components of :mod:`agentic_rl.rewards.risk`.
 Difficulty knobs
@@ -54,7 +55,7 @@ import math
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.calculator import (answer_format, correct_answer, generated_tokens, num_tool_calls,
@@ -65,7 +66,7 @@ from agentic_rl.rewards.risk import risk_functions
 from agentic_rl.tools.prompt import render_tool_system_prompt
 from agentic_rl.types import Action, Message, Observation, Trajectory
 
-__all__ = ["ReasoningGymEnv", "RGTask", "rg_task_names", "make_rg_task", "resolve_rg_id", "RG_PATTERN"]
+__all__ = ["ReasoningGymEnv", "Grade", "RGTask", "rg_task_names", "make_rg_task", "resolve_rg_id", "RG_PATTERN"]
 
 RG_PATTERN = "rg/<task>-v0"
 _RG_ID = re.compile(r"^rg/([A-Za-z0-9_]+)-v(\d+)$")
@@ -93,6 +94,18 @@ class RGTask:
     answer: str | None
     entry: dict[str, Any]
     score: Callable[[str | None, dict[str, Any]], float]
+
+
+class Grade(NamedTuple):
+    """How a final reply scored: the extracted answer, whether it is correct, the task's own
+    ``score_answer`` value, whether the answer had the expected format, and why the answer
+    verifier failed (None when it ran; logged as the ``verifier_errors`` metric)."""
+
+    answer: str | None
+    correct: bool
+    task_score: float
+    format_ok: bool
+    verifier_error: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,10 +236,11 @@ class ReasoningGymEnv(Env):
         if action.tool_calls or action.tool_call_errors:
             return self._tool_turn(action)
         self._done = True
-        answer, correct, score, format_ok = self.grade(action.text)
-        info = {"answer": answer, "correct": correct, "task_score": score, "answer_format_ok": format_ok,
+        grade = self.grade(action.text)
+        info = {"answer": grade.answer, "correct": grade.correct, "task_score": grade.task_score,
+                "answer_format_ok": grade.format_ok, "verifier_error": grade.verifier_error,
                 "level": self.task.name, "expected": self.task.answer}
-        return Observation(messages=()), float(correct), True, False, info
+        return Observation(messages=()), float(grade.correct), True, False, info
 
     def _tool_turn(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if self.sandboxed is not None:
@@ -263,8 +277,8 @@ class ReasoningGymEnv(Env):
             self.sandboxed.restore(snapshot.sandbox)
         self.task, self._done, self._turn, self._called = snapshot.task, snapshot.done, snapshot.turn, snapshot.called
 
-    def grade(self, text: str) -> tuple[str | None, bool, float, bool]:
-        """``(answer, correct, task_score, format_ok)`` of a final reply.
+    def grade(self, text: str) -> Grade:
+        """The :class:`Grade` of a final reply.
 
         ``task_score`` is the task's ``score_answer`` of the single answer (0 when there is
         none); ``correct`` is ``task_score >= 1``. Raises only what ``score_answer`` raises.
@@ -273,7 +287,7 @@ class ReasoningGymEnv(Env):
         answer = extract_answer(text)
         score = float(self.task.score(answer, self.task.entry)) if answer is not None else 0.0
         score = score if math.isfinite(score) else 0.0
-        return answer, score >= 1.0, score, answer is not None
+        return Grade(answer, score >= 1.0, score, answer is not None)
 
     def oracle_reply(self) -> str | None:
         """Reference policy: the generator's gold answer (None when it has none or the episode ended)."""
@@ -287,6 +301,7 @@ class ReasoningGymEnv(Env):
             [
                 RewardFunction("correct_answer", RewardGroup.OUTCOME, correct_answer),
                 RewardFunction("task_score", RewardGroup.OUTCOME, task_score, weight=0.0),
+                RewardFunction("verifier_errors", RewardGroup.OUTCOME, verifier_errors, weight=0.0),
                 RewardFunction("tool_call_format", RewardGroup.PROCESS, tool_call_format),
                 RewardFunction("answer_format", RewardGroup.PROCESS, answer_format),
                 RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
@@ -300,6 +315,13 @@ class ReasoningGymEnv(Env):
         """Kill the episode's sandbox (if any) and delete its workspace. Idempotent."""
         if self.sandboxed is not None:
             self.sandboxed.close()
+
+
+def verifier_errors(trajectory: Trajectory) -> float:
+    """1 when the answer verifier itself failed on the final answer (a logged metric), else 0."""
+    if trajectory.turns and trajectory.terminated:
+        return float(trajectory.turns[-1].info.get("verifier_error") is not None)
+    return 0.0
 
 
 def task_score(trajectory: Trajectory) -> float:

@@ -1,46 +1,40 @@
 """Answer verifiers: extract a tagged final answer and compare numbers.
 
-The final-answer format is ``<answer>VALUE</answer>``. Exactly one tag must be present: a reply
-with several answer tags scores as having no answer, so hedging ("<answer>12</answer> or
-<answer>13</answer>") can never be rewarded.
+The final-answer format is ``<answer>VALUE</answer>``. Exactly one complete tag must be present: a
+reply with several answer tags, an unfinished one (``<answer>12</answer> or <answer>13``, a stray
+``</answer>``) or a phrase "the answer is" / "answer:" after the tag scores as having no answer,
+so hedging can never be rewarded.
+
+Numbers are read by :func:`agentic_rl.rewards.math_answers.plain_number` without units: the
+forms it lists (``1,234``, ``\\frac{7}{2}``, ``−5`` with the Unicode minus, ``2.5 \\times 10^{3}``,
+``\\boxed{12}``, "12.", "45%", …) parse; words, several numbers ("12 13", "1,2,3") do not.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from fractions import Fraction
 
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-_NUMBER = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
+from agentic_rl.rewards.math_answers import extract_final_answer, plain_number
 
 
 def extract_answer(text: str) -> str | None:
     """Return the stripped content of the single ``<answer>`` tag, or None.
 
-    None when there is no tag, more than one tag, or the tag is empty.
+    None when there is no tag, more than one tag, an unfinished or stray tag, an "the answer
+    is" phrase after the tag (see the module docstring), or the tag is empty. Never raises.
     """
-    found = _ANSWER.findall(text)
-    if len(found) != 1:
-        return None
-    value = found[0].strip()
-    return value or None
+    return extract_final_answer(text, boxed=False)
 
 
 def parse_number(text: str) -> Fraction | None:
-    """Parse a plain number ("9716", "-3.5", "1,234", "$42", "7/2"); None if it is not one.
+    """Parse one plain number ("9716", "-3.5", "1,234", "$42", "7/2", "\\frac{7}{2}"); None if it is not one.
 
-    Thousands separators and a leading ``$`` or trailing ``.`` are tolerated; words are not.
+    Thousands separators, a leading ``$`` or a trailing ``.`` or ``%`` are tolerated; words,
+    plain-space grouping ("1 000") and several numbers are not. Never raises.
     """
-    t = text.strip().replace(",", "").replace(" ", "").lstrip("$").rstrip(".")
-    if "/" in t:
-        num, _, den = t.partition("/")
-        if _NUMBER.match(num) and _NUMBER.match(den) and float(den) != 0:
-            return Fraction(num) / Fraction(den)
-        return None
-    if not _NUMBER.match(t):
-        return None
-    return Fraction(t)
+    plain = plain_number(text, units=False)
+    return None if plain is None else Fraction(plain)
 
 
 def numbers_equal(answer: str | None, expected: float | int | Fraction, *, rel_tol: float = 1e-6) -> bool:
