@@ -19,6 +19,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def valid_text(text: str) -> str:
+    """``text`` with every lone surrogate (U+D800–U+DFFF) replaced by U+FFFD, the replacement character.
+
+    A Python ``str`` may hold lone surrogates (from ``chr(0xd800)`` printed by a tool, or a
+    ``"\\ud800"`` escape in a model's JSON); they cannot be encoded as UTF-8, so a tokenizer,
+    the audit log or the trajectory store would raise on them. Every other code point is valid
+    text and is kept (NUL included); a surrogate pair held as two code points becomes the one
+    character it encodes. This is the one boundary function for text entering agentic-rl from
+    tools and from the model's tool calls (see :mod:`agentic_rl.tools.parser` and
+    :mod:`agentic_rl.tools.base`). Returns ``text`` itself when it is already valid. Never raises.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
 class StopReason(str, enum.Enum):
     """Why an episode ended.
 

@@ -44,7 +44,8 @@ def _filled_log(path):
 def test_record_fields(tmp_path):
     records = _filled_log(tmp_path / "audit.jsonl").read()
     assert [r["decision"] for r in records] == ["allow", "deny", "error", "error"]
-    assert [r["status"] for r in records] == ["ok", "denied", "parse_error", "unknown_tool"]
+    # message order: the call "call_1_0" stood first, so the parser error was the block at k=1
+    assert [r["status"] for r in records] == ["ok", "denied", "unknown_tool", "parse_error"]
     ok = records[0]
     expected = {"time", "run_id", "trajectory_id", "turn", "call_id", "tool", "arguments", "raw", "decision",
                 "rule", "reason", "risk", "duration_s", "ok", "status", "output_bytes", "output_sha256", "truncated"}
@@ -56,8 +57,9 @@ def test_record_fields(tmp_path):
     assert ok["duration_s"] >= 0 and ok["risk"] is None and ok["truncated"] is False
     denied = records[1]
     assert (denied["rule"], denied["risk"], denied["ok"], denied["duration_s"]) == ("tools.rm.mode", "denied", False, 0.0)
-    parse = records[2]
+    parse = records[3]
     assert (parse["tool"], parse["raw"], parse["turn"], parse["trajectory_id"]) == ("", "{bad", 1, "traj-b")
+    assert parse["call_id"] == "call_1_1"
 
 
 def test_read_filters(tmp_path):

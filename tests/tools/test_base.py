@@ -205,13 +205,13 @@ def test_execute_tool_calls_all_outcomes():
     ]
     errors = [ToolCallError(raw="{bad", message="invalid JSON")]
     results = execute_tool_calls(calls, errors, TOOLS)
-    assert results == (
-        ToolResult("", "", "Error: could not parse tool call: invalid JSON", ok=False),
+    assert results == (  # message order: the calls' ids hold blocks 0-3, so the error was block 4
         ToolResult("call_0_0", "shout", "HI", ok=True),
         ToolResult("call_0_1", "explode", "Error: RuntimeError: boom", ok=False),
         ToolResult("call_0_2", "shout", "Error: unknown argument 'txt' (expected: text)", ok=False),
         ToolResult("call_0_3", "", "Error: unknown tool 'nope'. Available tools: explode, shout",
                    ok=False),
+        ToolResult("call_0_4", "", "Error: could not parse tool call: invalid JSON", ok=False),
     )
 
 

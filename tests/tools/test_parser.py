@@ -81,7 +81,7 @@ def test_malformed_json_then_good_call():
     assert "<tool_call>" in errors[0].message  # reminds the model of the format
     assert len(calls) == 1
     assert calls[0].arguments == {"expression": "3+3"}
-    assert calls[0].id == "call_0_0"  # k counts accepted calls
+    assert calls[0].id == "call_0_1"  # k counts every <tool_call> block, the rejected one included
 
 
 def test_malformed_json_without_closing_tag_stops_at_next_opening_tag():
@@ -191,9 +191,9 @@ def test_end_to_end_with_unknown_tool_and_parser_error():
     )
     calls, errors = parse_tool_calls(text, turn_index=2)
     results = execute_tool_calls(calls, errors, {"calculator": calculator})
-    assert [r.ok for r in results] == [False, True, False]
-    assert results[0].content.startswith("Error: could not parse tool call: invalid JSON")
-    assert results[0].call_id == ""
-    assert (results[1].call_id, results[1].name, results[1].content) == ("call_2_0", "calculator", "9716")
-    assert results[2].content == "Error: unknown tool 'web_search'. Available tools: calculator"
-    assert results[2].call_id == "call_2_1"
+    assert [r.ok for r in results] == [True, False, False]  # message order
+    assert (results[0].call_id, results[0].name, results[0].content) == ("call_2_0", "calculator", "9716")
+    assert results[1].content == "Error: unknown tool 'web_search'. Available tools: calculator"
+    assert results[1].call_id == "call_2_1"
+    assert results[2].content.startswith("Error: could not parse tool call: invalid JSON")
+    assert results[2].call_id == "call_2_2"  # the error is attached to its own block

@@ -255,8 +255,8 @@ class CodeRepairEnv(Env):
             info.update(tool_calls=len(report.results), tool_errors=sum(not r.ok for r in report.results),
                         tool_results=[dataclasses.asdict(r) for r in report.results])
             info["risk_events"] += list(report.risk_events) + self._check_tests()
-            submitted = any(c.name == "submit" and r.ok for c, r in
-                            zip(action.tool_calls, report.results[len(action.tool_call_errors):]))
+            ok_ids = {r.call_id for r in report.results if r.ok}  # results come in message order: pair by id
+            submitted = any(c.name == "submit" and c.id in ok_ids for c in action.tool_calls)
             if not submitted:
                 return Observation(messages=messages), 0.0, False, False, info
         self._done = True

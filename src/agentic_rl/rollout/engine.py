@@ -41,7 +41,8 @@ never re-tokenizes decoded text (DESIGN.md, decision 1). Budgets: ``max_turns`` 
 ``max_new_tokens`` sampled per turn, ``max_total_tokens`` for the token stream of one segment
 (the whole stream when the context is never rebuilt). An env
 that raises marks its episode ``StopReason.ERROR`` (excluded from training), never crashes
-the batch.
+the batch; so does text the tokenizer rejects in an env's observation (e.g. a lone surrogate the
+env wrote itself: tool results are already made valid text by the tools layer).
 """
 
 from __future__ import annotations
@@ -247,7 +248,12 @@ def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
     ep.info.update(info)
     ep.messages.extend(obs.messages)
     ep.conversation = list(obs.messages)
-    prompt = _prompt_ids(ep, chat, config)
+    try:
+        prompt = _prompt_ids(ep, chat, config)
+    except Exception as exc:  # noqa: BLE001 - text the tokenizer rejects fails its episode only
+        log.exception("tokenizing the first observation failed (seed %s)", ep.seed)
+        ep.stop, ep.info["failure"] = StopReason.ERROR, f"tokenizing the observation raised {type(exc).__name__}: {exc}"
+        return
     if prompt is None:
         ep.stop = StopReason.MAX_TOKENS
         return
@@ -297,14 +303,19 @@ def _step(ep: _Episode, chat: ChatFormat, config: RolloutConfig, sampled: list[i
         ep.conversation += [Message("assistant", text), *obs.messages]
     if ep.stop is None:
         reset = bool(info.get("context_reset"))  # a reset rebuilds the prompt: no continuation to encode
-        continuation = [] if reset else chat.encode(chat.render_continuation(obs.messages, reply_closed=finished))
-        segment = len(ep.ids) - ep.segment_starts[-1]
-        if reset or 0 < config.context_max_tokens < segment + len(continuation):
-            _new_segment(ep, chat, config)
-        elif segment + len(continuation) >= config.max_total_tokens:
-            ep.stop = StopReason.MAX_TOKENS
-        else:
-            ep.extend(continuation, 0)
+        try:  # the per-episode guard covers tokenizing the env's text: a bad observation fails this episode only
+            continuation = [] if reset else chat.encode(chat.render_continuation(obs.messages, reply_closed=finished))
+            segment = len(ep.ids) - ep.segment_starts[-1]
+            if reset or 0 < config.context_max_tokens < segment + len(continuation):
+                _new_segment(ep, chat, config)
+            elif segment + len(continuation) >= config.max_total_tokens:
+                ep.stop = StopReason.MAX_TOKENS
+            else:
+                ep.extend(continuation, 0)
+        except Exception as exc:  # noqa: BLE001
+            log.exception("tokenizing the observation failed (seed %s, turn %d)", ep.seed, index)
+            ep.stop = StopReason.ERROR
+            ep.info["failure"] = f"tokenizing the observation raised {type(exc).__name__}: {exc}"
         if ep.stop is not None:
             return
     ep.messages.extend(obs.messages)

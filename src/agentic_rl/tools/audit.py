@@ -9,7 +9,7 @@ time           UTC time the record was written (ISO 8601)
 run_id         the run (from the executor's context; "" if none)
 trajectory_id  the episode
 turn           0-based turn of the episode
-call_id        id of the call ("" for a call the parser rejected)
+call_id        id of the call (for a call the parser rejected, the id of its place in the message)
 tool           tool name ("" when the parser could not read one)
 arguments      the call's arguments (replaced by a preview string when over 16 KiB)
 decision       ``allow``, ``deny``, or ``error`` (parser error or unknown tool: nothing ran)
@@ -39,6 +39,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from agentic_rl.types import valid_text
+
 __all__ = ["AuditLog", "AUDIT_FILENAME", "MAX_ARGUMENT_CHARS"]
 
 AUDIT_FILENAME = "audit.jsonl"
@@ -63,7 +65,9 @@ class AuditLog:
         """Write one record (``time`` is added if absent) and fsync it; returns the record written.
 
         Arguments larger than :data:`MAX_ARGUMENT_CHARS` once encoded are replaced by a string
-        preview (``"<N chars> …"``), so one huge call cannot bloat the log.
+        preview (``"<N chars> …"``), so one huge call cannot bloat the log. Lone surrogates in
+        any string (text a tool or a hand-built call did not make valid) are written as U+FFFD
+        (:func:`~agentic_rl.types.valid_text`), so such a record is still written.
 
         Raises:
             OSError: the file cannot be created or written (an audit failure is never silent).
@@ -74,7 +78,7 @@ class AuditLog:
             encoded = json.dumps(record["arguments"], ensure_ascii=False, default=str)
             if len(encoded) > MAX_ARGUMENT_CHARS:
                 record["arguments"] = f"<{len(encoded)} chars> {encoded[:200]}…"
-        line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        line = (valid_text(json.dumps(record, ensure_ascii=False, default=str)) + "\n").encode("utf-8")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

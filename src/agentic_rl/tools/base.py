@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from agentic_rl.tools._schema import check_object, schema_from_function
-from agentic_rl.types import ToolCall, ToolCallError, ToolResult
+from agentic_rl.tools.parser import in_call_order
+from agentic_rl.types import ToolCall, ToolCallError, ToolResult, valid_text
 
 __all__ = ["Tool", "ToolArgumentError", "tool", "execute_tool_calls", "DEFAULT_MAX_CHARS"]
 
@@ -152,9 +153,19 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> An
 
 
 def _truncate(text: str, max_chars: int) -> str:
+    """The observation text shown to the policy: ``text`` made valid (lone surrogates -> U+FFFD,
+    :func:`~agentic_rl.types.valid_text`), then cut to ``max_chars`` characters with a notice of
+    how many were cut. Every tool result passes here, so tool output is valid text downstream."""
+    text = valid_text(text)
     if len(text) <= max_chars:
         return text
     return f"{text[:max_chars]}…[truncated {len(text) - max_chars} chars]"
+
+
+def _parse_error_result(error: ToolCallError, call_id: str) -> ToolResult:
+    """The observation of a call the parser rejected, under the id of its place in the message."""
+    return ToolResult(call_id=call_id, name="", content=f"Error: could not parse tool call: {error.message}",
+                      ok=False)
 
 
 def _run_one(call: ToolCall, tools: Mapping[str, Tool]) -> ToolResult:
@@ -181,16 +192,20 @@ def execute_tool_calls(
 ) -> tuple[ToolResult, ...]:
     """Run parsed tool calls and return one :class:`ToolResult` per parser error and per call.
 
-    Order: first one result per parser error (``ok=False``, content
-    ``"Error: could not parse tool call: <message>"``), then one per call in order:
+    Order: message order (:func:`~agentic_rl.tools.parser.in_call_order`): each result at the
+    place of its ``<tool_call>`` block, a parser error under the id of its block
+    (``call_<turn>_<k>``; ``ok=False``, content ``"Error: could not parse tool call: <message>"``).
+    For calls with ids not made by the parser the order is unknown: parser errors first (id
+    ``""``), then the calls. Outcomes of a call:
 
     - unknown tool: ``ok=False``, ``"Error: unknown tool 'x'. Available tools: a, b"``;
     - bad arguments: ``ok=False``, ``"Error: <message naming the argument>"``;
     - the tool raised: ``ok=False``, ``"Error: <ExceptionType>: <message>"``;
     - otherwise ``ok=True`` with the tool's output.
 
-    Every content longer than ``max_chars`` is cut to ``max_chars`` characters followed by
-    ``"…[truncated N chars]"`` (N = number of characters removed).
+    Every content is made valid text (lone surrogates become U+FFFD); one longer than
+    ``max_chars`` is cut to ``max_chars`` characters followed by ``"…[truncated N chars]"``
+    (N = number of characters removed).
 
     Raises:
         ValueError: ``max_chars`` is not positive. Exceptions raised by tools never
@@ -200,11 +215,9 @@ def execute_tool_calls(
     if max_chars <= 0:
         raise ValueError(f"max_chars must be positive, got {max_chars}")
     results = [
-        ToolResult(call_id="", name="", content=f"Error: could not parse tool call: {e.message}",
-                   ok=False)
-        for e in errors
+        _parse_error_result(item, call_id) if isinstance(item, ToolCallError) else _run_one(item, tools)
+        for call_id, item in in_call_order(calls, errors)
     ]
-    results.extend(_run_one(call, tools) for call in calls)
     return tuple(
         ToolResult(r.call_id, r.name, _truncate(r.content, max_chars), r.ok) for r in results
     )

@@ -5,10 +5,11 @@
     executor = ToolExecutor(tools, PermissionPolicy.from_dict(cfg), AuditLog(run_dir / "audit.jsonl"),
                             {"run_id": run_id})
     report = executor.execute(action.tool_calls, action.tool_call_errors, trajectory_id=tid, turn=t)
-    report.results      # one ToolResult per parser error, then per call (as execute_tool_calls)
+    report.results      # one ToolResult per call or parser error, in message order (as execute_tool_calls)
     report.risk_events  # [{"category", "tool", "reason", "call_id", "rule", "denied"}, ...]
 
-For each parser error and each call, in order:
+For each call and parser error, in message order (:func:`~agentic_rl.tools.parser.in_call_order`;
+a parser error's result and audit record carry the id of its place in the message):
 
 * parser error or unknown tool: the same observation as :func:`~agentic_rl.tools.execute_tool_calls`
   (built by its own helpers), audited with decision ``error``; no risk event.
@@ -39,9 +40,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.base import DEFAULT_MAX_CHARS, Tool, _run_one, _truncate, execute_tool_calls
+from agentic_rl.tools.base import DEFAULT_MAX_CHARS, Tool, _parse_error_result, _run_one, _truncate
+from agentic_rl.tools.parser import in_call_order
 from agentic_rl.tools.permissions import Decision, PermissionPolicy
-from agentic_rl.types import ToolCall, ToolCallError, ToolResult
+from agentic_rl.types import ToolCall, ToolCallError, ToolResult, valid_text
 
 __all__ = ["ExecutionReport", "ToolExecutor", "RiskDetector", "risk_event"]
 
@@ -66,7 +68,7 @@ class ExecutionReport:
     """What one turn's tool calls produced.
 
     Attributes:
-        results: one ToolResult per parser error, then one per call, in order.
+        results: one ToolResult per call and per parser error, in message order.
         risk_events: risk events of the turn (denials, detector hits), in order.
     """
 
@@ -117,12 +119,14 @@ class ToolExecutor:
         where = {"trajectory_id": str(trajectory_id), "turn": int(turn)}
         results: list[ToolResult] = []
         events: list[dict[str, Any]] = []
-        for error, result in zip(errors, execute_tool_calls([], errors, {}, max_chars=self.max_chars)):
-            self._audit(where, ToolCall("", {}, raw=error.raw), result.content, result, 0.0,
-                        Decision(False, "parser", error.message), "error", "parse_error")
-            results.append(result)
-        for call in calls:
-            result, new_events = self._one(call, where)
+        for call_id, item in in_call_order(calls, errors, turn_index=int(turn)):  # message order
+            if isinstance(item, ToolCallError):
+                result = self._shown(_parse_error_result(item, call_id))
+                self._audit(where, ToolCall("", {}, raw=item.raw, id=call_id), result.content, result, 0.0,
+                            Decision(False, "parser", item.message), "error", "parse_error")
+                results.append(result)
+                continue
+            result, new_events = self._one(item, where)
             results.append(result)
             events.extend(new_events)
         return ExecutionReport(tuple(results), tuple(events))
@@ -175,7 +179,7 @@ class ToolExecutor:
                decision: Decision, verdict: str, status: str) -> None:
         if self.audit is None:
             return
-        data = output.encode("utf-8", errors="replace")
+        data = valid_text(output).encode("utf-8")  # size and hash of the output as valid text
         self.audit.append({
             **self.context, **where,
             "call_id": call.id, "tool": call.name, "arguments": call.arguments, "raw": call.raw[:2000],

@@ -25,7 +25,8 @@ Decision order for a call to tool ``t``:
 
 1. mode: ``tools.t.mode`` if set, else ``side_effects[tools.t.side_effect]`` if ``t`` is listed,
    else ``default``. ``deny`` -> denied (risk ``"denied"``).
-2. size: JSON-encoded arguments (UTF-8) longer than the limit -> denied (``"argument_too_large"``).
+2. size: JSON-encoded arguments (UTF-8, a lone surrogate counted as U+FFFD) longer than the limit ->
+   denied (``"argument_too_large"``).
 3. paths: every listed file-like argument present in the call must be a string that, after
    normalisation, does not climb out with ``..``, is absolute only if a glob is absolute, and
    matches one of its globs -> otherwise denied (``"path_outside_workspace"``). In globs ``**``
@@ -44,7 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentic_rl.types import ToolCall
+from agentic_rl.types import ToolCall, valid_text
 
 __all__ = ["Decision", "PermissionPolicy", "ToolPermission", "MODES", "SIDE_EFFECTS", "glob_match"]
 
@@ -242,7 +243,7 @@ class PermissionPolicy:
         if mode == "deny":
             return Decision(False, rule, f"tool '{call.name}' is denied by the permission policy ({rule})", "denied")
         limit = (rules.max_argument_bytes if rules else None) or self.max_argument_bytes
-        size = len(json.dumps(call.arguments, ensure_ascii=False, default=str).encode("utf-8"))
+        size = len(valid_text(json.dumps(call.arguments, ensure_ascii=False, default=str)).encode("utf-8"))
         if size > limit:
             where = f"tools.{call.name}.max_argument_bytes" if rules and rules.max_argument_bytes else "max_argument_bytes"
             return Decision(False, where, f"arguments are {size} bytes, over the limit of {limit}", "argument_too_large")
