@@ -48,7 +48,8 @@ def test_record_fields(tmp_path):
     assert [r["status"] for r in records] == ["ok", "denied", "unknown_tool", "parse_error"]
     ok = records[0]
     expected = {"time", "run_id", "trajectory_id", "turn", "call_id", "tool", "arguments", "raw", "decision",
-                "rule", "reason", "risk", "duration_s", "ok", "status", "output_bytes", "output_sha256", "truncated"}
+                "rule", "reason", "risk", "duration_s", "ok", "status", "exit_code", "signal", "output_bytes",
+                "output_sha256", "truncated"}
     assert set(ok) == expected
     assert (ok["run_id"], ok["trajectory_id"], ok["turn"], ok["call_id"]) == ("run-1", "traj-a", 0, "call_0_0")
     assert (ok["tool"], ok["arguments"], ok["raw"], ok["ok"]) == ("echo", {"text": "héllo"}, "r0", True)

@@ -36,7 +36,8 @@ needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_avai
      ["processes"]),
     (ExecResult(exception="OSError", stderr="OSError: [Errno 27] File too large"), ["file_size"]),
     (ExecResult(exception="OSError", stderr="OSError: [Errno 24] Too many open files: 'x'"), ["open_files"]),
-    (ExecResult(exit_status=152), ["cpu"]),  # 128 + SIGXCPU (24)
+    (ExecResult(exit_status=152, signal="SIGXCPU", cpu_exceeded=True), ["cpu"]),  # 128 + SIGXCPU (24)
+    (ExecResult(exit_status=152), []),  # os._exit(152): the program's choice, not a CPU-limit kill
     (ExecResult(stdout="[Errno 27] printed, not raised"), []),
     (ExecResult(exit_status=3), []),  # os._exit(3) is the program's choice, not a limit
 ])

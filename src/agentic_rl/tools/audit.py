@@ -17,8 +17,14 @@ rule           the permission rule that decided (e.g. ``tools.rm.mode``)
 reason         why
 risk           risk category of a denial, else null
 duration_s     seconds the tool ran (0 when it did not run)
-ok             whether the tool result is a success
-status         ``ok``, ``error``, ``denied``, ``parse_error``, ``unknown_tool``
+ok             whether the call succeeded (the sandbox's ``python``: ran to the end, no
+               exception, no timeout, no signal, exit status 0 if it exited)
+status         ``ok``, ``error``, ``denied``, ``parse_error``, ``unknown_tool``; for a tool
+               with ``Tool.audit_status`` (the sandbox's ``python``) also ``timeout``,
+               ``exited`` and ``killed``
+exit_code      exit status when the status is ``exited`` (``sys.exit``, ``os._exit``), else null
+signal         name of the signal that killed the interpreter when the status is ``killed``
+               (``SIGSEGV``, ``SIGXCPU`` at ``RLIMIT_CPU``, ``SIGKILL``...), else null
 output_bytes   UTF-8 size of the tool's full output (before truncation for the model)
 output_sha256  hex SHA-256 of that output
 truncated      whether the model saw a truncated output

@@ -65,6 +65,11 @@ class Tool:
             :class:`~agentic_rl.tools.executor.ToolExecutor` runs after every allowed call of
             this tool (the sandbox's tools carry one: limit hits, paths outside the workspace);
             not part of the schema.
+        audit_status: optional ``(call, result) -> {"status", "ok", "exit_code", "signal"}``
+            (or None) that :class:`~agentic_rl.tools.executor.ToolExecutor` writes into the
+            audit record of an allowed call that returned, when the tool knows better than
+            "it returned" how the call ended (the sandbox's ``python`` tool: ``timeout``,
+            ``exited`` with its code, ``killed`` by a signal, ``error``); not part of the schema.
 
     Raises:
         ValueError: on construction, if ``name`` is invalid or ``parameters`` is not an
@@ -76,6 +81,7 @@ class Tool:
     parameters: dict[str, Any]
     fn: Callable[..., Any]
     risk_detector: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    audit_status: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):

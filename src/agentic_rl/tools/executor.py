@@ -18,7 +18,10 @@ a parser error's result and audit record carry the id of its place in the messag
   event with the decision's category.
 * allowed: the tool runs (in-process; isolation is the tool's business, e.g. the sandbox); its
   exceptions become error observations and never propagate; audited with decision ``allow``,
-  duration, and size + SHA-256 of the full output; the observation is truncated to ``max_chars``.
+  duration, status (``ok``/``error``, or how the call really ended when the tool has an
+  ``audit_status``: the sandbox's ``python`` records ``timeout``, ``exited`` + exit code,
+  ``killed`` + signal), and size + SHA-256 of the full output; the observation is truncated to
+  ``max_chars``.
   Risk detectors turn results into risk events: the tool's own ``Tool.risk_detector`` (the
   sandbox's tools carry one, so every env offering them gets ``"sandbox_limit"`` and
   ``"path_outside_workspace"`` events without wiring anything; see
@@ -52,8 +55,9 @@ log = logging.getLogger(__name__)
 RiskDetector = Callable[[ToolCall, ToolResult], Sequence[dict[str, Any]]]
 _RECORD_FIELDS = {
     "time", "trajectory_id", "turn", "call_id", "tool", "arguments", "raw", "decision", "rule", "reason",
-    "risk", "duration_s", "ok", "status", "output_bytes", "output_sha256", "truncated",
+    "risk", "duration_s", "ok", "status", "exit_code", "signal", "output_bytes", "output_sha256", "truncated",
 }
+_STATUS_FIELDS = ("status", "ok", "exit_code", "signal")
 
 
 def risk_event(category: str, tool: str, reason: str, *, call_id: str = "", rule: str = "",
@@ -151,8 +155,21 @@ class ToolExecutor:
         except SystemExit as exc:  # a tool calling sys.exit() is an observation, not the end of training
             result = ToolResult(call.id, call.name, f"Error: SystemExit: {exc.code}", ok=False)
         duration = time.perf_counter() - started
-        self._audit(where, call, result.content, result, duration, decision, "allow", "ok" if result.ok else "error")
+        self._audit(where, call, result.content, result, duration, decision, "allow", "ok" if result.ok else "error",
+                    self._reported_status(call, result))
         return self._shown(result), self._detect(call, result)
+
+    def _reported_status(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
+        """How the call ended, as the tool's ``audit_status`` tells it (only when the tool returned)."""
+        hook = self.tools[call.name].audit_status
+        if hook is None or not result.ok:
+            return {}
+        try:
+            fields = hook(call, result) or {}
+            return {key: fields[key] for key in _STATUS_FIELDS if key in fields}
+        except Exception:  # noqa: BLE001 - a broken hook must not kill the episode, but is loud
+            log.exception("audit_status of %s raised on call %s", call.name, call.id)
+            return {}
 
     def _detect(self, call: ToolCall, result: ToolResult) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
@@ -176,7 +193,7 @@ class ToolExecutor:
         return ToolResult(result.call_id, result.name, _truncate(result.content, self.max_chars), result.ok)
 
     def _audit(self, where: dict[str, Any], call: ToolCall, output: str, result: ToolResult, duration: float,
-               decision: Decision, verdict: str, status: str) -> None:
+               decision: Decision, verdict: str, status: str, reported: dict[str, Any] | None = None) -> None:
         if self.audit is None:
             return
         data = valid_text(output).encode("utf-8")  # size and hash of the output as valid text
@@ -184,7 +201,8 @@ class ToolExecutor:
             **self.context, **where,
             "call_id": call.id, "tool": call.name, "arguments": call.arguments, "raw": call.raw[:2000],
             "decision": verdict, "rule": decision.rule, "reason": decision.reason, "risk": decision.risk,
-            "duration_s": round(duration, 6), "ok": result.ok, "status": status,
+            "duration_s": round(duration, 6), "ok": result.ok, "status": status, "exit_code": None, "signal": None,
+            **(reported or {}),
             "output_bytes": len(data), "output_sha256": hashlib.sha256(data).hexdigest(),
             "truncated": len(output) > self.max_chars,
         })

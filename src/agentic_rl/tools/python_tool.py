@@ -24,6 +24,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentic_rl.tools.sandbox import (
     WORKER_PATH,
@@ -98,6 +99,14 @@ class ExecResult:
         if self.exit_status is not None:
             return "exited"
         return "ok" if self.exception is None else "error"
+
+    def audit_fields(self) -> dict[str, Any]:
+        """``{"status", "ok", "exit_code", "signal"}`` for the call's audit record (see
+        :mod:`agentic_rl.tools.audit`): ``exit_code`` only when it exited, ``signal`` only when
+        killed by one. Never raises."""
+        status = self.status
+        return {"status": status, "ok": self.ok, "exit_code": self.exit_status if status == "exited" else None,
+                "signal": self.signal}
 
     def render(self) -> str:
         """The observation text shown to the policy (sections only when non-empty).

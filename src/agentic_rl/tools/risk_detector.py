@@ -13,8 +13,10 @@ rubric's risk components (:mod:`agentic_rl.rewards.risk`):
     under ``RLIMIT_AS``), ``output_truncated`` (stdout/stderr/value cut at
     ``max_output_chars``), ``processes`` (an uncaught ``BlockingIOError``, EAGAIN, as raised by
     ``fork`` under ``RLIMIT_NPROC``), ``file_size`` (errno 27 EFBIG under ``RLIMIT_FSIZE``),
-    ``open_files`` (errno 24 EMFILE under ``RLIMIT_NOFILE``), ``cpu`` (killed by SIGXCPU under
-    ``RLIMIT_CPU``, exit status 152). Limit hits that the code catches itself (a ``try`` around
+    ``open_files`` (errno 24 EMFILE under ``RLIMIT_NOFILE``), ``cpu`` (killed under ``RLIMIT_CPU``:
+    by SIGXCPU at the soft limit or SIGKILL at the hard one, after that much CPU time;
+    :attr:`~agentic_rl.tools.python_tool.ExecResult.cpu_exceeded`, not a guess from the exit
+    status, so ``os._exit(152)`` is no CPU hit). Limit hits that the code catches itself (a ``try`` around
     ``fork``) are invisible from outside and not counted.
 ``path_outside_workspace`` (one per offending file-tool call)
     a workspace file tool (``read_file``, ``write_file``, ``list_dir``) was called with a path
@@ -58,7 +60,6 @@ PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
 FILE_TOOL_PATH_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
     "read_file": ("path",), "write_file": ("path",), "list_dir": ("path",),
 }
-_SIGXCPU_STATUS = 128 + 24
 
 
 def limit_hits(result: ExecResult) -> list[str]:
@@ -76,7 +77,7 @@ def limit_hits(result: ExecResult) -> list[str]:
         hits.append("file_size")
     if result.exception is not None and "[Errno 24]" in result.stderr:
         hits.append("open_files")
-    if result.exit_status == _SIGXCPU_STATUS and not result.timed_out:
+    if result.cpu_exceeded and not result.timed_out:
         hits.append("cpu")
     return hits
 
