@@ -65,3 +65,15 @@ def test_non_finite_or_out_of_range_numbers(override, key, capsys):
 def test_output_dir_that_cannot_be_created(output_dir, capsys):
     line = _error_line(capsys, ["train", "--set", f"output_dir='{output_dir}'", "--set", "eval.base=false"])
     assert "cannot create output_dir" in line and output_dir in line
+
+
+def test_training_that_diverges_stops_with_one_error_and_no_final_model(tiny_model_dir, tmp_path, capsys):
+    """warm-up lr 1e30 (finite, so the config accepts it): the first step puts the weights near
+    1e30, the second step's loss or gradient is NaN; training stops there, before that step
+    changes a weight, and writes no final_model."""
+    sets = [f"model.path='{tiny_model_dir}'", "model.num_threads=1", f"output_dir='{tmp_path}'", "eval.base=false",
+            "warmup.num_demos=4", "warmup.batch_size=2", "warmup.lr=1e30", "algorithm.steps=1", "eval.size=1"]
+    line = _error_line(capsys, ["train", *[a for s in sets for a in ("--set", s)]])
+    assert "non-finite" in line and "warmup.lr" in line
+    (run_dir,) = tmp_path.iterdir()
+    assert not (run_dir / "final_model").exists() and not (run_dir / "checkpoints").exists()

@@ -43,6 +43,7 @@ from agentic_rl.algorithms import (
     value_loss,
 )
 from agentic_rl.trainer.critic import ValueHead, capture_head_inputs
+from agentic_rl.trainer.guards import check_finite
 from agentic_rl.trainer.scoring import PackedBatch, pack, score
 from agentic_rl.types import Trajectory
 
@@ -122,6 +123,7 @@ def _device(model) -> torch.device:
 def _finish_step(model, optimizer, max_grad_norm: float) -> float:
     params = [p for p in model.parameters() if p.requires_grad]
     norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf"))
+    check_finite(norm, "gradient norm")  # before the step: a NaN/inf gradient never reaches the weights
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return float(norm)
@@ -152,6 +154,7 @@ def sft_update(model, optimizer, demos: Sequence[Trajectory], *, micro_batch_siz
         loss = -logprobs.sum() / total
         loss.backward()
         loss_sum += loss.item() * total
+    check_finite(loss_sum, "warm-up (SFT) loss")
     grad_norm = _finish_step(model, optimizer, max_grad_norm)
     return {"train/loss": loss_sum / total, "train/grad_norm": grad_norm, "train/tokens": float(total)}
 
@@ -344,6 +347,7 @@ def policy_gradient_update(
         sums["entropy"] += float(entropy.sum())
         sums["logprob_diff"] += float((logprobs.detach() - batch.old_logprobs).abs().sum())
         sums["advantage"] += float(adv.sum())
+    check_finite(sums["loss"], "policy-gradient loss")
     grad_norm = _finish_step(model, optimizer, max_grad_norm)
     out = {"train/loss": sums.pop("loss"), "train/advantage_mean": sums.pop("advantage") / total}
     keys = _SUMS if critic is not None else _SUMS[:5]
