@@ -191,3 +191,15 @@ def test_held_out_points_carry_wilson_intervals(tmp_path):
     text = write_report(tmp_path).read_text()
     assert "<td>rl-step-4</td><td>4</td><td>100</td><td>0.000 [0.000, 0.037]</td>" in text
     assert "<td>rl-step-6</td><td>6</td><td>100</td><td>0.700 [0.604, 0.781]</td>" in text
+
+
+def test_error_bars_at_all_solved_levels(tmp_path):
+    """33/33 gives a Wilson upper bound of 1 - 1e-16 (rounding): the plot must still draw (regression)."""
+    from agentic_rl.trajectories import TrajectoryStore
+
+    TrajectoryStore(tmp_path / "trajectories").append(_eval_records("final", 66, 66, 8))  # x: 33/33, y: 33/33
+    row = {"phase": "eval", "tag": "final", "step": 8, "eval/success": 1.0, "eval/success/x": 1.0,
+           "eval/success/y": 1.0}
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    text = write_report(tmp_path).read_text()
+    assert "<td>final</td><td>8</td><td>66</td><td>1.000 [0.945, 1.000]" in text

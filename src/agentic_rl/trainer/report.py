@@ -238,7 +238,9 @@ def _eval_plot(evals: list[Row], counts: EvalCounts) -> str:
         if points:
             drew = True
             xs, ys, cis = zip(*points)
-            yerr = [[y - lo for y, (lo, _) in zip(ys, cis)], [hi - y for y, (_, hi) in zip(ys, cis)]]
+            # max(0, ·): at 0/n or n/n the Wilson bound equals the point up to rounding (-1e-17)
+            yerr = [[max(0.0, y - lo) for y, (lo, _) in zip(ys, cis)],
+                    [max(0.0, hi - y) for y, (_, hi) in zip(ys, cis)]]
             ax.errorbar(xs, ys, yerr=yerr, capsize=3, marker="o", label="overall" if key == "eval/success"
                         else key.removeprefix("eval/success/"),
                         linewidth=2.5 if key == "eval/success" else 1.2)
