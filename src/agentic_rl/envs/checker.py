@@ -28,9 +28,13 @@ check                       what it requires
                             store writes it)
 ``oracle``                  ``oracle_reply`` gives a reply in every state before the end, the
                             oracle's episodes end within ``max_turns``, and the rubric's
-                            outcome group is 1 (success) on every seed, or on the fraction
+                            outcome group is 1 (success) on every seed; or, for an env with
+                            chance outcomes that declares ``oracle_expected_success`` (the
+                            probability, read after each reset, that its oracle succeeds from
+                            that start), the number of successes is not improbably low:
+                            P(X ≤ successes) ≥ :data:`ORACLE_ALPHA` for X the Poisson-binomial
+                            count of the declared probabilities; or a fixed floor, the fraction
                             ``min_oracle_success`` / the env's ``oracle_min_success`` attribute
-                            (for envs with chance outcomes)
 ``step_after_end``          ``step`` after the end raises :class:`EpisodeEndedError`
 ``rubric``                  ``rubric()`` is a :class:`Rubric`; on the oracle's trajectories its
                             total is finite, each group component equals the weighted sum of
@@ -59,12 +63,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError, SnapshotNotSupportedError
+from agentic_rl.envs.oracle_success import ORACLE_ALPHA, declared_success, oracle_success_problems, success_tail
 from agentic_rl.errors import AgenticRLError
 from agentic_rl.rewards import RewardGroup, RewardWeights, Rubric
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.types import Action, Message, Observation, StopReason, ToolResult, Trajectory, Turn
 
-__all__ = ["CHECKS", "CheckFailure", "CheckReport", "EnvCheckError", "check_env", "play_oracle"]
+__all__ = ["CHECKS", "ORACLE_ALPHA", "CheckFailure", "CheckReport", "EnvCheckError", "check_env", "play_oracle",
+           "success_tail"]
 
 ROLES = ("system", "user", "assistant", "tool")
 CHECKS = ("make", "step_before_reset", "reset_determinism", "observation", "tool_schemas", "step_return",
@@ -88,13 +94,17 @@ class CheckReport:
         env_id: the checked env's id ("" for an unregistered instance).
         seeds: the seeds used.
         passed: names of the checks that ran and passed, in order.
-        oracle_success: fraction of seeds on which the oracle succeeded (1.0 when passing).
+        oracle_success: fraction of seeds on which the oracle succeeded (1.0 when passing,
+            unless the env has chance outcomes).
+        oracle_expected_success: the mean of the env's declared ``oracle_expected_success``
+            over the seeds; None when it declares none.
     """
 
     env_id: str
     seeds: tuple[int, ...]
     passed: tuple[str, ...]
     oracle_success: float
+    oracle_expected_success: float | None = None
 
 
 class EnvCheckError(AgenticRLError, AssertionError):
@@ -320,8 +330,10 @@ def _step_before_reset(make_env: Callable[[], Env]) -> list[str]:
 
 
 def _oracle_and_rubric(checks: _Checks, make_env: Callable[[], Env], seeds: Sequence[int], max_turns: int,
-                       weights: RewardWeights, min_success: float | None) -> float:
-    successes, missed = 0, []
+                       weights: RewardWeights, min_success: float | None) -> tuple[float, float | None]:
+    """Play the oracle on every seed; return its success rate and the mean declared expected success."""
+    successes, missed, declared = 0, [], []
+    floor = min_success
     for seed in seeds:
         env = make_env()
         try:
@@ -329,6 +341,7 @@ def _oracle_and_rubric(checks: _Checks, make_env: Callable[[], Env], seeds: Sequ
                                                                    first=True))
             checks.run("tool_schemas", lambda: [f"seed {seed}: {p}" for p in tool_schema_problems(
                 env.reset(seed=seed)[0].tools)])
+            checks.run("oracle", lambda: declared_success(env, seed, declared))
             step_issues: list[str] = []
             trajectory: Trajectory | None = None
 
@@ -350,8 +363,8 @@ def _oracle_and_rubric(checks: _Checks, make_env: Callable[[], Env], seeds: Sequ
                 before = len(checks.failures)
                 checks.run("rubric", lambda: rubric_problems(env.rubric(w), trajectory, w))
                 rubric_ok = rubric_ok and len(checks.failures) == before
-            if min_success is None:
-                min_success = float(getattr(env, "oracle_min_success", 1.0))
+            if floor is None and getattr(env, "oracle_min_success", None) is not None:
+                floor = float(env.oracle_min_success)
             if rubric_ok and trajectory.stop_reason != StopReason.MAX_TURNS:
                 _, comps = env.rubric(weights).score(trajectory)
                 if comps["outcome"] >= 1.0 - 1e-9:
@@ -360,11 +373,8 @@ def _oracle_and_rubric(checks: _Checks, make_env: Callable[[], Env], seeds: Sequ
                     missed.append(f"seed {seed} ({trajectory.stop_reason.value}, outcome {comps['outcome']:g})")
         finally:
             env.close()
-    rate = successes / max(len(seeds), 1)
-    if missed and rate < (1.0 if min_success is None else min_success) - 1e-9:
-        checks.fail("oracle", f"the oracle did not succeed on {', '.join(missed)}: success {rate:.0%}, "
-                              f"needs {min_success:.0%}")
-    return rate
+    checks.run("oracle", lambda: oracle_success_problems(len(seeds), successes, missed, declared, floor))
+    return successes / max(len(seeds), 1), (sum(declared) / len(declared) if declared else None)
 
 
 def _step_after_end(env: Env, trajectory: Trajectory) -> list[str]:
@@ -439,7 +449,8 @@ def check_env(env_or_id: str | Env | Callable[[], Env], seeds: Iterable[int] = r
         max_turns: most oracle turns per episode.
         weights: group weights of the rubric check (a second, non-default set is also used).
         min_oracle_success: fraction of seeds the oracle must solve; None takes the env's
-            ``oracle_min_success`` attribute (default 1.0: full success). Only envs whose
+            declared ``oracle_expected_success`` (binomial test, see the module docstring) or
+            its ``oracle_min_success`` attribute (default 1.0: full success). Only envs whose
             outcome is partly chance (e.g. slippery ice) should lower it.
 
     Returns:
@@ -465,7 +476,7 @@ def check_env(env_or_id: str | Env | Callable[[], Env], seeds: Iterable[int] = r
         raise EnvCheckError(env_id, checks.failures)
     checks.run("step_before_reset", lambda: _step_before_reset(make_env))
     checks.run("reset_determinism", lambda: _determinism(make_env, seeds))
-    success = _oracle_and_rubric(checks, make_env, seeds, max_turns, weights, min_oracle_success)
+    success, expected = _oracle_and_rubric(checks, make_env, seeds, max_turns, weights, min_oracle_success)
     # the round trip replays the oracle's episode: only meaningful once the checks above passed
     snapshot_problems = None if checks.failures else _snapshot_round_trip_or_failure(make_env, seeds[0], max_turns)
     if snapshot_problems is not None:
@@ -475,7 +486,7 @@ def check_env(env_or_id: str | Env | Callable[[], Env], seeds: Iterable[int] = r
         checks.passed.insert(0, "make")
     if checks.failures:
         raise EnvCheckError(env_id, checks.failures)
-    return CheckReport(env_id, seeds, tuple(c for c in CHECKS if c in checks.passed), success)
+    return CheckReport(env_id, seeds, tuple(c for c in CHECKS if c in checks.passed), success, expected)
 
 
 def _factory(env_or_id: str | Env | Callable[[], Env], kwargs: dict[str, Any]) -> tuple[str, Callable[[], Env]]:

@@ -12,7 +12,10 @@ so each game verbalises its state instead of only stripping the codes.
     Each seed draws its own solvable ``size``×``size`` map (``generate_random_map``, p=0.8)
     unless ``map_name`` is given. Slippery: the intended move happens with probability 1/3.
     Horizon 16 turns. Oracle: value iteration (a shortest safe path; optimal, not always
-    winning, when slippery).
+    winning, when slippery). The oracle's exact win probability from the episode's start is
+    ``oracle_expected_success`` (dynamic programming on the model): on slippery ice it is
+    0.03–0.56 by map, mean 0.28 over seeds 0–199 (the oracle won 60 of those 200), and
+    ``check_env`` tests the oracle's wins against it.
 ``taxi-v0`` (``Taxi-v4``)
     Observation: the 5×5 map and sentences giving the taxi's cell, where the passenger waits
     (or that they ride in the taxi) and the destination. Actions: south, north, east, west,
@@ -37,6 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentic_rl.envs.games.gym_adapter import GymTextEnv
+from agentic_rl.envs.games.planning import greedy_action, value_iteration
 from agentic_rl.envs.games.text import strip_ansi
 
 FROZENLAKE_ACTIONS = ("left", "down", "right", "up")
@@ -91,6 +95,28 @@ class FrozenLakeTextEnv(GymTextEnv):
                                   if is_slippery else "")
         super().__init__("FrozenLake-v1", self._gym_kwargs_for(0), FROZENLAKE_ACTIONS, "FrozenLake", goal,
                          describe_frozenlake, max_steps=max_steps)
+
+    @property
+    def oracle_expected_success(self) -> float:
+        """P(the oracle reaches G within the horizon from this episode's start), exact; 1.0 before a reset.
+
+        The oracle's policy is fixed (greedy on the value-iteration Q), so its success
+        probability follows from the model ``P`` by dynamic programming over the turns left,
+        V_h(s) = Σ_{(p, s', r, done)} p · (1 if done and r > 0 else 0 if done else V_{h−1}(s')),
+        V_0 = 0. ``check_env`` tests the oracle's wins against it (binomial bound). Not slippery:
+        1.0 (the shortest path of a solvable map is within the 16 turns).
+        """
+        if not self._started:
+            return 1.0
+        model = self._gym.unwrapped.P
+        if self._q is None:
+            self._q = value_iteration(model, len(model), len(self.action_names))
+        policy = [greedy_action(self._q, s) for s in range(len(model))]
+        value = [0.0] * len(model)
+        for _ in range(self.max_steps - self._turn):
+            value = [sum(p * (float(r > 0) if done else value[int(nxt)])
+                         for p, nxt, r, done in model[s][policy[s]]) for s in range(len(model))]
+        return float(value[int(self._obs)])
 
     def _gym_kwargs_for(self, seed: int) -> dict[str, Any]:
         if self.map_name is not None:
