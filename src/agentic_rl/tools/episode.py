@@ -17,6 +17,7 @@ episode's files and interpreter state (mechanism and limits: :mod:`agentic_rl.to
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -29,10 +30,11 @@ from typing import Any
 
 from agentic_rl.tools import workspace as ws
 from agentic_rl.tools.base import Tool
-from agentic_rl.tools.freeze import frozen
+from agentic_rl.tools.freeze import descendants, frozen
+from agentic_rl.tools.limits import SandboxCgroup, cgroup_problem, mount_workspace, unmount_workspace
 from agentic_rl.tools.python_tool import ExecResult, PythonInterpreter
 from agentic_rl.tools.risk_detector import limit_events, path_events
-from agentic_rl.tools.sandbox import SandboxConfig
+from agentic_rl.tools.sandbox import SandboxConfig, SandboxError, SandboxUnavailableError
 from agentic_rl.tools.snapshot import (
     DEFAULT_MAX_SNAPSHOT_BYTES,
     RecordedCall,
@@ -47,6 +49,7 @@ __all__ = ["EpisodeSandbox", "find_processes"]
 log = logging.getLogger(__name__)
 
 _UID_BASE, _UID_SPAN = 200_000, 100_000
+_WARNED: set[str] = set()  # whole-sandbox limit problems already logged (once per process)
 
 
 def find_processes(marker: str) -> list[int]:
@@ -95,6 +98,10 @@ class EpisodeSandbox:
         self._dir = Path(tempfile.mkdtemp(prefix=f"{self.marker}-"))
         self.workspace = self._dir / "workspace"
         self.workspace.mkdir()
+        self.limit_problems: tuple[str, ...] = ()
+        self.cgroup: SandboxCgroup | None = None
+        self._mounted = False
+        self._set_up_whole_limits()
         self.uid: int | None = None
         capture = None
         if self.config.backend == "bwrap" and os.geteuid() == 0:
@@ -105,6 +112,36 @@ class EpisodeSandbox:
         self.interpreter = PythonInterpreter(self.config, self.workspace, uid=self.uid,
                                              marker=self.marker, capture=capture)
         self.closed = False
+
+    def _set_up_whole_limits(self) -> None:
+        """Mount the capped workspace tmpfs and make the sandbox's cgroup, where the host allows.
+
+        Raises:
+            SandboxUnavailableError: ``require_whole_limits`` and one of them is not possible.
+        """
+        cfg, problems = self.config, []
+        problem = mount_workspace(self.workspace, cfg.workspace_bytes, cfg.workspace_inodes)
+        self._mounted = problem is None
+        if problem:
+            problems.append(f"workspace size and file count are not capped: {problem}")
+        problem = cgroup_problem(cfg.cgroup_parent)
+        if problem is None:
+            try:
+                self.cgroup = SandboxCgroup(self.marker, cfg.memory_bytes, cfg.max_processes + 3,
+                                            cfg.cgroup_parent)
+            except OSError as exc:
+                problem = f"cannot create the sandbox's cgroup: {exc}"
+        if problem:
+            problems.append(f"memory and processes are bounded per process only: {problem}")
+        self.limit_problems = tuple(problems)
+        if problems and cfg.require_whole_limits:
+            self._remove_whole_limits()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise SandboxUnavailableError("require_whole_limits: " + "; ".join(problems))
+        for problem in problems:
+            if problem not in _WARNED:
+                _WARNED.add(problem)
+                log.warning("sandbox: %s (see agentic_rl.tools.sandbox)", problem)
 
     def run_python(self, code: str) -> ExecResult:
         """Run ``code`` in this episode's interpreter (see :meth:`PythonInterpreter.execute`).
@@ -117,12 +154,32 @@ class EpisodeSandbox:
             raise RuntimeError("this episode's sandbox is closed")
         if self.interpreter.pid is None:  # this call starts a new interpreter life
             self._start_life()
+            self._start_interpreter()
+        ooms = self.cgroup.events().get("oom_kill", 0) if self.cgroup else 0
         result = self.interpreter.execute(code)
+        if self.cgroup and self.cgroup.events().get("oom_kill", 0) > ooms:
+            result = dataclasses.replace(result, memory_exceeded=True)
         if self.interpreter.pid is None:  # the call ended the life (timeout, crash, exit)
             self._end_life("the interpreter stopped")
         else:
             self._calls.append(RecordedCall("python", {"code": code}, _outcome(result)))
         return result
+
+    def _start_interpreter(self) -> None:
+        """Start the interpreter and move all its processes into the sandbox's cgroup, before
+        any code runs (their children inherit it).
+
+        Raises:
+            SandboxUnavailableError, SandboxError: it cannot start, or cannot be moved.
+        """
+        self.interpreter.start()
+        if self.cgroup is None or self.interpreter.pid is None:
+            return
+        try:
+            self.cgroup.add(descendants(self.interpreter.pid))
+        except OSError as exc:
+            self.interpreter.close()
+            raise SandboxError(f"cannot move the sandbox into its cgroup {self.cgroup.path}: {exc}") from exc
 
     def pop_last_result(self) -> ExecResult | None:
         """The :class:`ExecResult` of the last ``python`` *tool* call, once (then None).
@@ -228,6 +285,8 @@ class EpisodeSandbox:
 
     def _replay(self, calls: tuple[RecordedCall, ...]) -> list[str]:
         problems = []
+        if calls:
+            self._start_interpreter()  # in the sandbox's cgroup, as for a live call
         for i, call in enumerate(calls):
             if call.tool == "python":
                 got: tuple = _outcome(self.interpreter.execute(call.arguments["code"]))
@@ -310,7 +369,16 @@ class EpisodeSandbox:
         self.closed = True
         self.interpreter.close()
         self._wait_until_gone()
+        self._remove_whole_limits()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _remove_whole_limits(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        if self._mounted:
+            unmount_workspace(self.workspace)
+            self._mounted = False
 
     def _wait_until_gone(self) -> None:
         """Wait up to 2 s for the kernel to finish killing the episode's PID namespace."""

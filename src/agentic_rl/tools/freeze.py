@@ -28,7 +28,7 @@ import signal
 import time
 from collections.abc import Iterator
 
-__all__ = ["frozen", "namespace_pids"]
+__all__ = ["descendants", "frozen", "namespace_pids"]
 
 _STOPPED, _GONE = ("T", "t"), ("Z", "X", "x")
 
@@ -71,6 +71,22 @@ def namespace_pids(bwrap_pid: int) -> list[int]:
     """
     namespace = _namespace_of(bwrap_pid)
     return _members(namespace) if namespace else []
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it in the process tree (from ``/proc``). Never raises."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            info = _ppid_and_state(entry.name)
+            if info is not None:
+                children.setdefault(info[0], []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, ()))
+    return found
 
 
 def _thread_states(pid: int) -> dict[str, tuple[str, int]] | None:

@@ -33,6 +33,21 @@ environment                    ``--clearenv``; only ``PATH``, ``HOME=/workspace`
 identity (host runs as root)   the worker drops to a per-episode unprivileged uid/gid;
                                ``no_new_privs`` is set, so set-uid binaries gain nothing
 IPC, hostname                  ``--unshare-ipc``, ``--unshare-uts``
+user namespaces                none can be made inside: a seccomp filter (``bwrap --seccomp``,
+                               :mod:`agentic_rl.tools.seccomp`) fails ``unshare``/``clone``
+                               with ``CLONE_NEWUSER`` (``EPERM``) and ``clone3`` (``ENOSYS``)
+memory and processes of the    where the host delegates cgroup v2 ``memory`` and ``pids``
+whole sandbox                  (:mod:`agentic_rl.tools.limits`): one cgroup per sandbox,
+                               ``memory.max = memory_bytes`` (all its pages: heap, memfd, files
+                               written to ``/tmp`` and the workspace), no swap, an OOM kills the
+                               whole sandbox (reported as ``memory_exceeded``),
+                               ``pids.max = max_processes + 3``
+workspace size and file count  where the host can mount (root): the workspace is a tmpfs of
+                               ``workspace_bytes`` and ``workspace_inodes`` (``ENOSPC`` beyond),
+                               ``nosuid``, ``nodev``; ``/tmp`` is a tmpfs of ``tmp_bytes``
+host files during snapshots    the sandbox's processes are stopped while the host copies the
+                               workspace, and every path is opened fd-relative without following
+                               links (:mod:`agentic_rl.tools.freeze`, :mod:`~.snapshot`)
 CPU, memory, processes, files  ``setrlimit`` in the worker's kernel process (soft = hard):
                                ``RLIMIT_AS``, ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``,
                                ``RLIMIT_NOFILE``; ``RLIMIT_CPU`` with hard = soft + 1 s, so a
@@ -53,17 +68,24 @@ results (exit status, output)  the code runs in a child (kernel) of the worker's
 =============================  ==============================================================
 Not isolated                   Why / mitigation
 =============================  ==============================================================
-kernel                         shared with the host: a kernel exploit escapes (no VM, no
-                               seccomp filter)
+kernel                         shared with the host: a kernel exploit escapes (no VM; the
+                               seccomp filter only removes user namespaces)
 CPU time across processes      ``RLIMIT_CPU`` is per process; the wall-clock timeout bounds a
                                call
-memory across processes        ``RLIMIT_AS`` is per process; ``RLIMIT_NPROC`` bounds the count
+memory across processes, when  ``RLIMIT_AS`` is per process: N processes hold up to N x
+the host has no delegated      ``memory_bytes``, and a memfd is not address space once
+cgroup v2 (e.g. a cgroup v1    unmapped; ``RLIMIT_NPROC`` bounds the count.
+host)                          ``EpisodeSandbox.limit_problems`` says why;
+                               ``require_whole_limits`` refuses to run so
 ``RLIMIT_NPROC`` when the      the sandbox runs as the host user, whose other processes count
 host is not root               too; the limit is set to (their count + ``max_processes``)
 readable system files          everything under ``/usr`` and the Python prefixes is readable,
                                except ``SandboxConfig.hidden_paths`` (empty tmpfs over them)
-/tmp and /workspace size       tmpfs ``/tmp`` is capped; ``/workspace`` writes are capped per
-                               file by ``RLIMIT_FSIZE`` only, not in total
+workspace size, when the host  only ``RLIMIT_FSIZE`` per file: neither the total nor the
+cannot mount (not root)        file count is capped (``limit_problems`` says so)
+``unsafe_local`` backend       no namespaces, no seccomp filter, no freeze during snapshots
+                               (the code runs as the host user); the workspace tmpfs and the
+                               cgroup apply as for ``bwrap``
 =============================  ==============================================================
 """
 
@@ -123,6 +145,15 @@ class SandboxConfig:
         max_output_chars: cap of stdout, stderr and the value repr of one call, each.
         max_read_chars: cap of what ``read_file`` returns.
         tmp_bytes: size of the private ``/tmp`` tmpfs.
+        workspace_bytes: size of the workspace tmpfs (total bytes of its files), where the host
+            can mount one (see :mod:`agentic_rl.tools.limits`).
+        workspace_inodes: inode cap of the workspace tmpfs (files, directories and links).
+        cgroup_parent: a cgroup v2 directory delegated to this process under which each sandbox
+            gets its own cgroup (``memory.max = memory_bytes``, ``pids.max``); None: this
+            process's own cgroup.
+        require_whole_limits: refuse to start (:class:`SandboxUnavailableError`) when the host
+            allows the workspace tmpfs or the cgroup not, instead of running without them (with
+            a warning).
         startup_timeout_s: how long the interpreter may take to start.
         python: interpreter to run (default: this process's ``sys.executable``).
         hidden_paths: absolute host directories that the ``bwrap`` backend covers with an
@@ -130,8 +161,8 @@ class SandboxConfig:
             the ``unsafe_local`` backend hides nothing.
 
     Raises:
-        ValueError: on construction, for an unknown backend, a non-positive limit or a
-            relative hidden path.
+        ValueError: on construction, for an unknown backend, a non-positive limit, or a
+            relative hidden path or cgroup parent.
     """
 
     backend: Literal["bwrap", "unsafe_local"] = "bwrap"
@@ -147,17 +178,23 @@ class SandboxConfig:
     startup_timeout_s: float = 15.0
     python: str = sys.executable
     hidden_paths: tuple[str, ...] = ()
+    workspace_bytes: int = 256 << 20
+    workspace_inodes: int = 8192
+    cgroup_parent: str | None = None
+    require_whole_limits: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden_paths", tuple(self.hidden_paths))
         for path in self.hidden_paths:
             if not isinstance(path, str) or not os.path.isabs(path):
                 raise ValueError(f"SandboxConfig.hidden_paths must be absolute paths, got {path!r}")
+        if self.cgroup_parent is not None and not os.path.isabs(self.cgroup_parent):
+            raise ValueError(f"SandboxConfig.cgroup_parent must be an absolute path, got {self.cgroup_parent!r}")
         if self.backend not in ("bwrap", "unsafe_local"):
             raise ValueError(f"backend must be 'bwrap' or 'unsafe_local', got {self.backend!r}")
         for name in ("timeout_s", "memory_bytes", "cpu_seconds", "max_processes",
                      "max_file_bytes", "max_open_files", "max_output_chars", "max_read_chars",
-                     "tmp_bytes", "startup_timeout_s"):
+                     "tmp_bytes", "startup_timeout_s", "workspace_bytes", "workspace_inodes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SandboxConfig.{name} must be positive, got {getattr(self, name)}")
 

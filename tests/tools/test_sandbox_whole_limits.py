@@ -1,0 +1,110 @@
+"""Limits on a sandbox as a whole (issue 19, item 3): a size- and inode-capped workspace and a
+cgroup v2 memory/pids bound. Each test skips, with the host's reason, only where the host lacks
+the mechanism (mounting needs root; the cgroup needs delegated cgroup v2 memory and pids)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from agentic_rl.tools.episode import EpisodeSandbox
+from agentic_rl.tools.limits import cgroup_problem
+from agentic_rl.tools.sandbox import SandboxConfig, SandboxUnavailableError, bwrap_available
+from agentic_rl.tools.workspace import WorkspaceError, write_file
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
+                                 reason="bubblewrap missing or unusable (CI installs it)")
+
+_FILL = """
+import os
+total = files = 0
+try:
+    with open('big', 'wb') as f:
+        while True:
+            f.write(b'x' * (1 << 20))
+            total += 1 << 20
+except OSError as exc:
+    full = exc.errno
+os.remove('big')
+try:
+    while True:
+        open('f%d' % files, 'w').close()
+        files += 1
+except OSError as exc:
+    many = exc.errno
+(total, full, files, many)
+"""
+
+
+def _box(**limits) -> EpisodeSandbox:
+    box = EpisodeSandbox(SandboxConfig(timeout_s=20.0, **limits))
+    if any(p.startswith("workspace") for p in box.limit_problems):
+        box.close()
+        pytest.skip(f"the host cannot mount the workspace tmpfs: {box.limit_problems}")
+    return box
+
+
+@needs_bwrap
+def test_the_workspace_is_capped_in_bytes_and_in_files():
+    with _box(workspace_bytes=8 << 20, workspace_inodes=200) as box:
+        total, full, files, many = eval(box.run_python(_FILL).value)
+        assert total <= 8 << 20 and full == 28  # ENOSPC
+        assert files < 200 and many == 28
+        with pytest.raises(WorkspaceError, match="No space left"):  # the host's file tool too
+            write_file(box.workspace, "more.txt", "x", max_bytes=10, uid=box.uid)
+
+
+def test_host_file_tools_hit_the_same_cap_without_a_sandbox_process():
+    with _box(backend="unsafe_local", workspace_bytes=1 << 20, workspace_inodes=50) as box:
+        write_file(box.workspace, "a.txt", "x" * (512 << 10), max_bytes=1 << 20)
+        with pytest.raises(WorkspaceError, match="No space left"):
+            write_file(box.workspace, "b.txt", "x" * (768 << 10), max_bytes=1 << 20)
+
+
+def test_require_whole_limits_refuses_a_host_without_them():
+    problem = cgroup_problem()
+    if problem is None:
+        pytest.skip("this host allows per-sandbox cgroups: nothing to refuse")
+    with pytest.raises(SandboxUnavailableError, match="require_whole_limits: .*memory and processes"):
+        EpisodeSandbox(SandboxConfig(require_whole_limits=True))
+    with pytest.raises(ValueError, match="cgroup_parent must be an absolute path"):
+        SandboxConfig(cgroup_parent="relative/dir")
+
+
+needs_cgroup = pytest.mark.skipif(cgroup_problem() is not None,
+                                  reason=f"no per-sandbox cgroup here: {cgroup_problem()}")
+
+
+@needs_bwrap
+@needs_cgroup
+def test_memory_of_several_processes_is_bounded_as_a_whole():
+    # three children of 300 MiB each under a 512 MiB sandbox (each is far below RLIMIT_AS)
+    code = ("import os, time\npids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n"
+            "        b = bytearray(300 << 20)\n        for i in range(0, len(b), 4096):\n            b[i] = 1\n"
+            "        time.sleep(30)\n        os._exit(0)\n    pids.append(pid)\ntime.sleep(5)\n'all alive'")
+    with EpisodeSandbox(SandboxConfig(timeout_s=20.0, memory_bytes=512 << 20)) as box:
+        result = box.run_python(code)
+        assert result.value != "'all alive'" and result.memory_exceeded, result
+        assert box.run_python("1 + 1").value == "2"  # a fresh interpreter starts
+
+
+@needs_bwrap
+@needs_cgroup
+def test_a_memfd_is_bounded_by_the_sandbox_memory():
+    code = ("import os\nfd = os.memfd_create('m')\nchunk = b'x' * (1 << 20)\n"
+            "for _ in range(768):\n    os.write(fd, chunk)\n'held'")
+    with EpisodeSandbox(SandboxConfig(timeout_s=20.0, memory_bytes=512 << 20,
+                                      max_file_bytes=1 << 30)) as box:
+        result = box.run_python(code)
+        assert result.value != "'held'" and result.memory_exceeded, result
+
+
+@needs_bwrap
+@needs_cgroup
+def test_processes_are_bounded_as_a_whole():
+    code = ("import os, time\nn = 0\nfor _ in range(200):\n    try:\n        pid = os.fork()\n"
+            "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n"
+            "    n += 1\nn")
+    with EpisodeSandbox(SandboxConfig(timeout_s=20.0, max_processes=10)) as box:
+        assert int(box.run_python(code).value) <= 10
