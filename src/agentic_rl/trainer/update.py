@@ -239,6 +239,32 @@ def _advantages(advantages, critic, captured, penalty, idx, batch, mb, gamma: fl
     return adv, values.detach(), vloss, sums
 
 
+def deduplicate(trajectories: Sequence[Trajectory], advantages: Sequence[Advantage]) -> tuple[list[int], list[int]]:
+    """Rows that are exact copies of an earlier one, for training each distinct row once.
+
+    Two rows are copies when their token ids, loss masks, recorded logprobs, segment starts and
+    advantages are all equal: every term of the PPO-clip loss (ratio, clip, advantage, KL) and
+    its gradient is then the same for both, so training one copy with m times the loss weight
+    gives exactly the gradient of training all m. A low-entropy policy samples many identical
+    episodes per group (measured on the default run after the warm-up: 2-5 distinct of 8).
+
+    Returns:
+        ``(representatives, owner)``: indices of the distinct rows (first occurrences, in
+        order), and for every input row the position in ``representatives`` of its copy.
+    """
+    seen: dict[tuple, int] = {}
+    representatives: list[int] = []
+    owner: list[int] = []
+    for i, (t, a) in enumerate(zip(trajectories, advantages)):
+        key = (t.token_ids, t.loss_mask, t.logprobs, t.segment_starts,
+               float(a) if isinstance(a, (int, float)) else tuple(float(x) for x in a))
+        if key not in seen:
+            seen[key] = len(representatives)
+            representatives.append(i)
+        owner.append(seen[key])
+    return representatives, owner
+
+
 _SUMS = ("kl", "clip_fraction", "ratio_mean", "entropy", "logprob_diff", "value_loss", "value_clip_fraction",
          "explained_variance", "value_mean")
 
@@ -293,7 +319,8 @@ def policy_gradient_update(
         metrics ``train/loss``, ``train/kl`` (mean per token of the chosen estimator; 0 without
         reference), ``train/clip_fraction``, ``train/ratio_mean``, ``train/entropy``,
         ``train/logprob_diff`` (mean |logp_train − logp_sampled|), ``train/advantage_mean``,
-        ``train/grad_norm``, ``train/tokens``; with a critic also ``train/value_loss``,
+        ``train/grad_norm``, ``train/tokens``, ``train/rows_trained`` (distinct rows the model
+        read, see :func:`deduplicate`); with a critic also ``train/value_loss``,
         ``train/value_clip_fraction``, ``train/explained_variance``, ``train/value_mean``.
 
     Raises:
@@ -310,9 +337,19 @@ def policy_gradient_update(
     model.train()
     sums = dict.fromkeys(_SUMS, 0.0)
     sums.update(loss=0.0, advantage=0.0)
+    all_trajectories = trajectories
     for out in (advantages_out, values_out):
         if out is not None:
             out[:] = [[0.0] * len(t.token_ids) for t in trajectories]
+    # exact copies are trained once with their summed loss weight (a critic reads per-row values: off then)
+    reps, owner = deduplicate(trajectories, advantages) if critic is None else (list(range(len(trajectories))), None)
+    if owner is not None and len(reps) < len(trajectories):
+        multiplicity = torch.bincount(torch.tensor(owner), minlength=len(reps)).double()
+        seq_weights = seq_weights[torch.tensor(reps)] * multiplicity
+        trajectories, advantages = [trajectories[i] for i in reps], [advantages[i] for i in reps]
+    else:
+        owner, multiplicity = None, torch.ones(len(trajectories), dtype=torch.float64)
+    unique_out = ([[0.0] * len(t.token_ids) for t in trajectories] if advantages_out is not None else None)
     for idx in micro_batches([len(t.token_ids) for t in trajectories], micro_batch_size, micro_batch_tokens):
         mb = [trajectories[i] for i in idx]
         batch = pack(mb, _device(model))
@@ -331,22 +368,30 @@ def policy_gradient_update(
         for k, v in vm.items():
             sums[k] += v
         weights = seq_weights.to(logprobs.device)[torch.as_tensor(idx, device=logprobs.device)][batch.rows]
+        copies = multiplicity.to(logprobs.device)[torch.as_tensor(idx, device=logprobs.device)][batch.rows].float()
         loss, m = ppo_clip_loss(logprobs, batch.old_logprobs, adv.to(logprobs.device), weights,
                                 clip_eps_low=clip_eps_low, clip_eps_high=clip_eps_high, normalizer=1.0,
                                 dual_clip=dual_clip)
         if kl_mode == "loss" and kl_coef > 0:
             loss = loss + kl_coef * (kl * weights).sum()
         (loss if vloss is None else loss + vloss).backward()
-        _record_advantages(advantages_out, idx, adv, batch)
+        _record_advantages(unique_out if advantages_out is not None else None, idx, adv, batch)
         if values is not None:
             _record_advantages(values_out, idx, values, batch)
+        # metric sums over every input row: each distinct row counts as often as it occurs
+        ratio = torch.exp(logprobs.detach() - batch.old_logprobs)
+        a = adv.to(ratio.device)
+        clipped = (((ratio > 1 + clip_eps_high) & (a > 0)) | ((ratio < 1 - clip_eps_low) & (a < 0))).float()
         sums["loss"] += loss.item()
-        sums["kl"] += float(kl.detach().sum())
-        sums["clip_fraction"] += m["clip_fraction"] * n
-        sums["ratio_mean"] += m["ratio_mean"] * n
-        sums["entropy"] += float(entropy.sum())
-        sums["logprob_diff"] += float((logprobs.detach() - batch.old_logprobs).abs().sum())
-        sums["advantage"] += float(adv.sum())
+        sums["kl"] += float((kl.detach() * copies).sum())
+        sums["clip_fraction"] += float((clipped * copies).sum())
+        sums["ratio_mean"] += float((ratio * copies).sum())
+        sums["entropy"] += float((entropy * copies).sum())
+        sums["logprob_diff"] += float(((logprobs.detach() - batch.old_logprobs).abs() * copies).sum())
+        sums["advantage"] += float((adv.to(copies.device) * copies).sum())
+    if advantages_out is not None:
+        advantages_out[:] = [list(unique_out[owner[j]] if owner is not None else unique_out[j])
+                             for j in range(len(all_trajectories))]
     check_finite(sums["loss"], "policy-gradient loss")
     grad_norm = _finish_step(model, optimizer, max_grad_norm)
     out = {"train/loss": sums.pop("loss"), "train/advantage_mean": sums.pop("advantage") / total}
@@ -355,7 +400,7 @@ def policy_gradient_update(
     if critic is not None:
         out["train/value_loss"] = sums["value_loss"]  # already normalised by the step's tokens
         _finish_step(critic.head, critic.optimizer, critic.max_grad_norm)
-    out.update({"train/grad_norm": grad_norm, "train/tokens": float(total)})
+    out.update({"train/grad_norm": grad_norm, "train/tokens": float(total), "train/rows_trained": float(len(reps))})
     return out
 
 
