@@ -108,3 +108,28 @@ def test_processes_are_bounded_as_a_whole():
             "    n += 1\nn")
     with EpisodeSandbox(SandboxConfig(timeout_s=20.0, max_processes=10)) as box:
         assert int(box.run_python(code).value) <= 10
+
+
+def test_cgroup_files_written_for_a_sandbox(tmp_path):
+    """The cgroup v2 interface files a sandbox's cgroup sets, checked on a plain directory that
+    stands in for a delegated cgroup (this runs on hosts without cgroup v2 too)."""
+    from agentic_rl.tools.limits import SandboxCgroup
+
+    (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
+    (tmp_path / "cgroup.subtree_control").write_text("memory pids\n")
+    assert cgroup_problem(str(tmp_path)) is None
+    (tmp_path / "box").mkdir()
+    with pytest.raises(FileExistsError):
+        SandboxCgroup("box", 1 << 30, 67, str(tmp_path))
+    group = SandboxCgroup("ep", 512 << 20, 13, str(tmp_path))
+    assert group.path == tmp_path / "ep"
+    assert {f.name: f.read_text() for f in group.path.iterdir()} == {
+        "memory.max": str(512 << 20), "memory.oom.group": "1", "pids.max": "13"}
+    (group.path / "memory.events").write_text("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n")
+    assert group.events()["oom_kill"] == 1
+    group.add([12345])
+    assert (group.path / "cgroup.procs").read_text() == "12345"
+    offered = tmp_path / "v1"
+    offered.mkdir()
+    (offered / "cgroup.controllers").write_text("hugetlb\n")
+    assert "not memory and pids" in cgroup_problem(str(offered))

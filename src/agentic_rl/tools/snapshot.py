@@ -7,6 +7,11 @@ mechanism, and what it does and does not bring back:
 * **Files**: :class:`WorkspaceImage` is an in-memory copy of the workspace tree (regular files
   with their bytes and permission bits, directories, symbolic links as links, never followed).
   Restoring replaces the whole workspace with it, so the files are exactly as they were.
+  The host copies as root, so the copy cannot be turned against it: while it runs, every
+  process of the sandbox is stopped (:mod:`agentic_rl.tools.freeze`; one that will not stop is
+  killed), and every path component is opened relative to its parent's descriptor with
+  ``O_NOFOLLOW`` (modes and owners set through descriptors), so nothing outside the workspace
+  is ever read, created or changed.
 * **Interpreter state** (variables, imports, open objects) cannot be copied out of a process.
   It is rebuilt by *replay*: the sandbox records, for the interpreter now running (an
   "interpreter life", which starts at its first call and ends when a timeout, crash or exit
