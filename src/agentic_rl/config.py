@@ -200,14 +200,14 @@ class AlgorithmConfig:
     """
 
     name: str = "grpo"
-    steps: int = 16
+    steps: int = 14
     tasks_per_step: int = 4
     group_size: int = 8
-    lr: float = 1e-5
+    lr: float = 3e-5
     weight_decay: float = 0.0
     std_eps: float = 0.1
     clip_eps_low: float = 0.2
-    clip_eps_high: float = 0.2
+    clip_eps_high: float = 0.28
     kl_coef: float = 0.0
     micro_batch_size: int = 8
     micro_batch_tokens: int = 2048
@@ -227,11 +227,11 @@ class AlgorithmConfig:
     value_clip: float = 0.2
     time_budget_s: float = 0.0
     ppo_epochs: int = 1
-    minibatches: int = 1
-    task_sampling: str = "sequential"
-    dynamic_sampling: bool = False
-    rollout_tasks: int = 0
-    max_sample_rounds: int = 3
+    minibatches: int = 4
+    task_sampling: str = "difficulty"
+    dynamic_sampling: bool = True
+    rollout_tasks: int = 8
+    max_sample_rounds: int = 2
 
     def __post_init__(self) -> None:
         choices = {"std_scope": ("group", "batch"), "kl_estimator": ("k1", "k2", "k3"),
@@ -261,7 +261,7 @@ class EvalConfig:
 
     size: int = 100
     seed_start: int = 1_000_000
-    every: int = 8
+    every: int = 7
     base: bool = True
 
 
