@@ -92,6 +92,9 @@ def test_huge_numbers_are_bounded_not_slow():
         assert single_number(answer) is None and not math_equal(answer, "1")
     assert single_number("1e100") == "1" + "0" * 100 and single_number("1" * 150) == "1" * 150
     assert math_equal("1" * 150, "1" * 150)
+    for text in ("9" * 199, "1," * 99 + "1", "(" * 99 + "1" + ")" * 99, "x=" * 99, "1e" * 99,
+                 "2\\times 10^" * 15, "\\boxed{" * 5000, "<answer>" * 5000 + "1" + "</answer>" * 5000):
+        single_number(text), extract_final_answer(text)  # no regex backtracks over long digit runs
     assert time.perf_counter() - start < 2.0
 
 

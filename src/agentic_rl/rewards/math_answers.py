@@ -17,17 +17,22 @@ plain space: "279 280" is two numbers), decimals (".5", "3."), scientific notati
 ``\\$``, €, £, ¥), a trailing percent (``%``, ``\\%``: "45%" is 45), a trailing period, a leading
 "x =" or "Answer:", wrappers (``\\boxed{}``, ``$…$``, ``\\(…\\)``, ``\\[…\\]``, ``(…)``,
 ``\\left( … \\right)``, ``{…}``) and a unit of up to three words ("279 apples", ``12\\text{ cm}``,
-``90^\\circ``; words such as "or", "plus", "thousand" are not a unit). Equality is decided by
-``math_verify.verify`` (HuggingFace Math-Verify 0.9.0) on the normalised number, so "279.0",
+``90^\\circ``; words such as "or", "plus", "thousand" are not a unit). Equality is that of
+``math_verify.verify`` (HuggingFace Math-Verify 0.9.0) on the normalised number (see below), so "279.0",
 ``\\frac{558}{2}`` and "558/2" all equal 279.
 
-Threads: math-verify's own timeouts use ``signal.alarm``, which works only on the main thread
-(elsewhere every call raises, and a correct answer would score 0). This module calls it with
-its timeouts off (``parsing_timeout=None``, ``timeout_seconds=None``), so it works on any
-thread, and bounds the time by the input instead: the answer is at most
-:data:`MAX_ANSWER_CHARS` characters and its exponent at most :data:`MAX_EXPONENT`, so math-verify
-only ever sees a short plain number (measured: under 10 ms a comparison). A verifier that
-raises is counted, not hidden: :func:`check_answer` returns the error in its verdict.
+Threads and time: math-verify's own timeouts use ``signal.alarm``, which works only on the main
+thread (elsewhere every call raised, and a correct answer scored 0), and under load a first
+call could take longer than its 5 s alarm. So: when the gold answer is itself a plain number
+(every task of ``math-python-v0``), the two numbers are compared here, exactly as math-verify's
+numeric rule does (exact, or equal after rounding to :data:`FLOAT_ROUNDING` decimals when
+either is a decimal) without sympy, in microseconds; otherwise math-verify is called with its
+timeouts off (``parsing_timeout=None``, ``timeout_seconds=None``), which works on any thread.
+Its time then depends on the gold expression, which the task sets, not on the model's text:
+the answer side is at most :data:`MAX_ANSWER_CHARS` characters with an exponent of at most
+:data:`MAX_EXPONENT` (measured under load: at most ~4 s for a 200-digit answer against
+``\\sqrt{2}``). A verifier that raises is counted, not hidden: :func:`check_answer` returns the
+error in its verdict.
 
 Reference: https://github.com/huggingface/Math-Verify
 """
@@ -37,14 +42,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
-__all__ = ["MAX_ANSWER_CHARS", "MAX_EXPONENT", "MathVerdict", "check_answer", "extract_final_answer",
+__all__ = ["FLOAT_ROUNDING", "MAX_ANSWER_CHARS", "MAX_EXPONENT", "MathVerdict", "check_answer", "extract_final_answer",
            "math_equal", "plain_number", "single_number"]
 
 #: answers longer than this (characters, after stripping) are not a number: bounds the verifier's time
 MAX_ANSWER_CHARS = 200
 #: scientific notation beyond 10^±MAX_EXPONENT is not a number (1e999999999 would be a 1 GB string)
 MAX_EXPONENT = 100
+#: decimals compared after rounding, as math-verify's default ``float_rounding``
+FLOAT_ROUNDING = 6
 
 _TAG = re.compile(r"</?answer>")
 _BOX = re.compile(r"\\boxed\s*\{")
@@ -56,7 +64,7 @@ _THIN = r"(?:\\,|\\ |~|\u2009|\u202f|\u00a0)"  # LaTeX and Unicode thin / no-bre
 _TEXT = re.compile(r"\\(?:text|textrm|textnormal|mathrm|mbox|textbf|mathbf|textit|operatorname)\s*\{([^{}]*)\}")
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°")
 _FRAC = re.compile(r"\\[dt]?frac\s*(\{\s*[-+]?[0-9]+\s*\}|[0-9])\s*(\{\s*[0-9]+\s*\}|[0-9])(?![0-9])")
-_SCI = re.compile(r"([0-9](?:[0-9,]*[0-9])?(?:\.[0-9]+)?)\s*(?:\\times|\\cdot|×|·|\*|x)\s*10\s*(?:\^|\*\*)\s*"
+_SCI = re.compile(r"(?<![0-9.,])([0-9][0-9,]*+(?:\.[0-9]++)?)\s*(?:\\times|\\cdot|×|·|\*|x)\s*10\s*(?:\^|\*\*)\s*"
                   r"(?:\{\s*([-+]?[0-9]+)\s*\}|([-+]?[0-9]+))")
 _PREFIX = re.compile(r"^(?:(?:final\s+)?answer\s*[:=]|[A-Za-z]\w{0,15}\s*=)\s*", re.IGNORECASE)
 _VALUE = re.compile(
@@ -212,6 +220,15 @@ def single_number(answer: str | None) -> str | None:
     return plain_number(answer, units=True)
 
 
+def _plain_equal(number: str, gold: str) -> bool:
+    """math-verify's equality of two numbers (``sympy_numeric_eq``): exact, or after rounding both
+    to :data:`FLOAT_ROUNDING` decimals when either is written as a decimal (so 0.333333 = 1/3)."""
+    a, b = Fraction(number), Fraction(gold)
+    if a == b:
+        return True
+    return ("." in number or "." in gold) and round(a, FLOAT_ROUNDING) == round(b, FLOAT_ROUNDING)
+
+
 def check_answer(answer: str | None, gold: str) -> MathVerdict:
     """Whether ``answer`` is exactly one number equal to ``gold``, by ``math_verify.verify``.
 
@@ -229,6 +246,9 @@ def check_answer(answer: str | None, gold: str) -> MathVerdict:
     number = single_number(answer)
     if number is None:
         return MathVerdict(False)
+    plain_gold = plain_number(gold, units=False)
+    if plain_gold is not None:  # two plain numbers: math-verify's rule, without sympy
+        return MathVerdict(_plain_equal(number, plain_gold))
     from math_verify import parse, verify
 
     try:
