@@ -58,7 +58,8 @@ def test_errors_only_take_the_turn_of_the_executor():
 
 
 def test_errors_before_between_and_after_calls():
-    text = "<tool_call>{</tool_call>" + _good("1") + "<tool_call>[]</tool_call><tool_call>x" + _good("2") + "<tool_call>"
+    text = ("<tool_call>{</tool_call>" + _good("1") + "<tool_call>[]</tool_call><tool_call>x" + _good("2")
+            + "<tool_call>")
     calls, errors = parse_tool_calls(text)
     kinds = ["call" if isinstance(item, ToolCall) else "error" for _, item in in_call_order(calls, errors)]
     assert kinds == ["error", "call", "error", "error", "call", "error"]

@@ -59,7 +59,8 @@ def test_valid_text_replaces_lone_surrogates_only():
 
 
 def test_surrogate_escapes_in_call_json_are_replaced():
-    text = '<tool_call>{"name": "write_file\\ud800", "arguments": {"path": "a\\ud800.txt", "\\udfffk": ["\\ud800", ["x\\udbff"]]}}</tool_call>'
+    text = ('<tool_call>{"name": "write_file\\ud800", "arguments": {"path": "a\\ud800.txt", '
+            '"\\udfffk": ["\\ud800", ["x\\udbff"]]}}</tool_call>')
     calls, errors = parse_tool_calls(text)
     assert errors == ()
     assert calls[0].name == f"write_file{REPLACEMENT}"
@@ -119,7 +120,8 @@ def test_python_tool_printing_a_lone_surrogate_in_a_real_sandbox(tmp_path):
     tools = SandboxedTools(SandboxConfig(timeout_s=10.0), audit_path=str(tmp_path / "audit.jsonl"))
     try:
         tools.reset("traj")
-        text = '<tool_call>{"name": "python", "arguments": {"code": "print(chr(0xd800) + \'ok\')\\nchr(0xdfff)"}}</tool_call>'
+        code = "print(chr(0xd800) + 'ok')\nchr(0xdfff)"
+        text = "<tool_call>" + json.dumps({"name": "python", "arguments": {"code": code}}) + "</tool_call>"
         calls, errors = parse_tool_calls(text)
         report = tools.execute(Action(text, calls, errors), 0)
     finally:
