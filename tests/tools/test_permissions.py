@@ -167,3 +167,54 @@ def test_policy_is_frozen_and_comparable():
     assert a == b  # the callback is not configuration
     with pytest.raises(AttributeError):
         a.default = "allow"
+
+
+@pytest.mark.parametrize("path, pattern, matches", [
+    ("a.py", "**/*.py", True),  # **/ matches zero directories too (gitignore semantics)
+    ("src/a.py", "**/*.py", True),
+    ("src/deep/a.py", "**/*.py", True),
+    ("a.txt", "**/*.py", False),
+    ("src/a.pyc", "**/*.py", False),
+    ("a/b", "a/**/b", True),
+    ("a/x/y/b", "a/**/b", True),
+    ("a/xb", "a/**/b", False),
+    ("workspace/x/y", "workspace/**", True),
+    ("workspace", "workspace/**", False),  # below the folder only, as before
+    ("/srv/a.py", "/srv/**/*.py", True),
+    ("../a.py", "**/*.py", False),  # climbing out never matches
+])
+def test_double_star_slash_matches_zero_or_more_directories(path, pattern, matches):
+    assert glob_match(path, pattern) is matches
+
+
+def test_a_path_rule_for_an_argument_the_tool_lacks_is_rejected():
+    from agentic_rl.tools import ToolExecutor
+    from agentic_rl.tools.base import tool
+
+    @tool
+    def write_file(path: str, content: str) -> str:
+        """Write a file.
+
+        Args:
+            path: where.
+            content: what.
+        """
+        return "ok"
+
+    typo = {"tools": {"write_file": {"side_effect": "workspace_write", "paths": {"file": ["workspace/**"]}}}}
+    policy = PermissionPolicy.from_dict(typo)  # the table alone is well formed
+    assert policy.decide(_call("write_file", path="/etc/passwd", content="x")).allowed  # the fail-open it prevents
+    with pytest.raises(ValueError, match=r"tools\.permissions\.tools\.write_file\.paths\.file: .*content, path"):
+        ToolExecutor({"write_file": write_file}, policy)
+    ok = PermissionPolicy.from_dict({"tools": {"write_file": {"side_effect": "workspace_write",
+                                                              "paths": {"path": ["workspace/**"]}}}})
+    ToolExecutor({"write_file": write_file}, ok)  # a rule for a real argument is fine
+    ToolExecutor({}, policy)  # a tool the executor does not offer is not checked
+
+
+def test_sandbox_tools_reject_a_path_rule_for_a_missing_argument():
+    from agentic_rl.tools.sandboxed import SandboxedTools
+
+    typo = {"tools": {"write_file": {"side_effect": "workspace_write", "paths": {"filename": ["**"]}}}}
+    with pytest.raises(ValueError, match=r"tools\.permissions\.tools\.write_file\.paths\.filename"):
+        SandboxedTools(permissions=typo)

@@ -196,6 +196,7 @@ class CodeRepairEnv(Env):
         self.problem: Problem | None = None
         self.variant: BugVariant | None = None
         self._schemas = tuple(t.schema() for t in self._make_tools(None).values())
+        self.policy.check_tools(self._make_tools(None))  # at load: reset() builds the executor later
         self.system_prompt = render_tool_system_prompt(INSTRUCTIONS, list(self._schemas))
         self._done, self._turn, self._ran_tests, self._tampered = False, 0, False, False
         self._test_hash: str | None = None

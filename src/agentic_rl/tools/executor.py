@@ -93,7 +93,8 @@ class ToolExecutor:
         risk_detector: optional ``(call, result) -> risk events`` run after each allowed call.
 
     Raises:
-        ValueError: a context key collides with a record field, or ``max_chars`` is not positive.
+        ValueError: a context key collides with a record field, ``max_chars`` is not positive, or a
+            ``paths`` rule of the policy names an argument its tool lacks (:meth:`PermissionPolicy.check_tools`).
     """
 
     def __init__(self, tools: Mapping[str, Tool], policy: PermissionPolicy, audit: AuditLog | None = None,
@@ -105,6 +106,7 @@ class ToolExecutor:
             raise ValueError(f"context keys collide with audit record fields: {clash}")
         if max_chars <= 0:
             raise ValueError(f"max_chars must be positive, got {max_chars}")
+        policy.check_tools(tools)  # a path rule for an argument the tool lacks would never apply
         self.tools = tools
         self.policy = policy
         self.audit = audit

@@ -21,6 +21,11 @@ Every tool call passes :meth:`PermissionPolicy.decide` first (see
     # mode = "ask"                        # optional: overrides the class's mode
     # max_argument_bytes = 1048576        # optional: overrides the global limit
 
+Every key is checked when the table loads (an unknown key raises, naming it), and
+:meth:`PermissionPolicy.check_tools` rejects a ``paths`` rule for an argument its tool does not
+take (it could never apply: the call would run unchecked); the tool executor runs it on the
+tools it is given.
+
 Decision order for a call to tool ``t``:
 
 1. mode: ``tools.t.mode`` if set, else ``side_effects[tools.t.side_effect]`` if ``t`` is listed,
@@ -29,8 +34,11 @@ Decision order for a call to tool ``t``:
    denied (``"argument_too_large"``).
 3. paths: every listed file-like argument present in the call must be a string that, after
    normalisation, does not climb out with ``..``, is absolute only if a glob is absolute, and
-   matches one of its globs -> otherwise denied (``"path_outside_workspace"``). In globs ``**``
-   matches across ``/``, ``*`` and ``?`` do not.
+   matches one of its globs -> otherwise denied (``"path_outside_workspace"``). Globs match the
+   whole normalised path, as in gitignore: ``*`` and ``?`` match within one path component;
+   ``**/`` matches zero or more leading directories (``**/*.py`` matches ``a.py`` and
+   ``src/a.py``; ``a/**/b`` matches ``a/b``); ``/**`` at the end matches everything below
+   (``workspace/**``); a bare ``**`` matches any relative path.
 4. ``ask``: the callback ``ask(call) -> bool`` answers, or ``ask_default`` when there is none;
    a no (or a callback that raises) -> denied (``"denied"``).
 5. otherwise allowed.
@@ -135,7 +143,10 @@ def _tool_permission(data: Mapping[str, Any], where: str) -> ToolPermission:
 def _glob_regex(pattern: str) -> re.Pattern[str]:
     out, i = [], 0
     while i < len(pattern):
-        if pattern.startswith("**", i):
+        if pattern.startswith("**/", i) and (i == 0 or pattern[i - 1] == "/"):
+            out.append("(?:.*/)?")  # zero or more whole directories
+            i += 3
+        elif pattern.startswith("**", i):
             out.append(".*")
             i += 2
         elif pattern[i] == "*":
@@ -153,9 +164,9 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 def glob_match(path: str, pattern: str) -> bool:
     """True if ``path`` (normalised) matches ``pattern`` and stays inside it.
 
-    ``**`` matches any characters including ``/``; ``*`` and ``?`` match within one path
-    component. A path that climbs out with ``..`` never matches; an absolute path matches only
-    an absolute pattern. Never raises.
+    ``**/`` matches zero or more directories, any other ``**`` any characters including ``/``;
+    ``*`` and ``?`` match within one path component (module docstring). A path that climbs out
+    with ``..`` never matches; an absolute path matches only an absolute pattern. Never raises.
     """
     if not path or "\x00" in path:
         return False
@@ -226,6 +237,32 @@ class PermissionPolicy:
         """
         tools = {name: {"side_effect": se, "mode": "allow"} for name, se in side_effects.items()}
         return cls.from_dict({"default": "deny", "tools": tools})
+
+    def check_tools(self, tools: Mapping[str, Any]) -> None:
+        """Reject ``paths`` rules that can never apply to these tools (fail closed, at load).
+
+        A path rule names a file-like argument; when the tool has no such parameter (a typo such
+        as ``paths = { file = [...] }`` for ``write_file(path, content)``) the check would be
+        skipped on every call. Tools the policy lists but ``tools`` lacks, and tools without a
+        ``parameters`` object schema (``properties``), are not checked.
+
+        Args:
+            tools: ``{name: Tool}`` (anything with a JSON-Schema ``parameters`` attribute).
+
+        Raises:
+            ValueError: names the rule, e.g. ``tools.permissions.tools.write_file.paths.file``,
+                and the tool's arguments.
+        """
+        for name, rules in self.tools:
+            schema = getattr(tools.get(name), "parameters", None)
+            props = schema.get("properties") if isinstance(schema, Mapping) else None
+            if not isinstance(props, Mapping):
+                continue
+            for arg, _globs in rules.paths:
+                if arg not in props:
+                    raise ValueError(f"{_PREFIX}.tools.{name}.paths.{arg}: tool '{name}' has no argument '{arg}' "
+                                     f"(its arguments: {', '.join(sorted(props)) or 'none'}), so this rule would "
+                                     "never apply")
 
     def rules_of(self, name: str) -> ToolPermission | None:
         """The :class:`ToolPermission` of tool ``name``, or None if unlisted. Never raises."""

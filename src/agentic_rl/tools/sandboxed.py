@@ -88,6 +88,7 @@ class SandboxedTools:
         self.sandbox: EpisodeSandbox | None = None
         self.trajectory_id = ""
         self._fill_tools(EpisodeSandbox(self.config), close=True)  # schemas before the first reset
+        policy.check_tools(self.tools)  # the executor saw the dict still empty
 
     def _fill_tools(self, box: EpisodeSandbox, *, close: bool = False) -> None:
         own = box.tools()
