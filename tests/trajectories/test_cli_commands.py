@@ -139,3 +139,43 @@ def test_view_serve_on_localhost(recorded_run, tmp_path):
         proc.terminate()
         proc.wait(timeout=10)
     assert body == out.read_text() and '<script id="data"' in body
+
+
+def test_replay_whole_run_and_filters(recorded_run, capsys):
+    """No --trajectory: every trajectory of the run (or those matching the filters) is replayed."""
+    rc, out = _json_out(capsys, ["replay", str(recorded_run), "--json", "--rescore"])
+    assert rc == 0 and out["trajectories"] == 6 and out["diverged"] == 0 and out["divergent_trajectory_ids"] == []
+    assert out["turns"] == out["turns_replayed"] == 12 and out["rewards_changed"] == 0
+    assert {r["phase"] for r in out["results"]} == {"rl", "eval"}
+    rc, out = _json_out(capsys, ["replay", str(recorded_run), "--json", "--phase", "eval"])
+    assert rc == 0 and out["trajectories"] == 2 and {r["phase"] for r in out["results"]} == {"eval"}
+    rc, out = _json_out(capsys, ["replay", str(recorded_run), "--json", "--step", "1", "--env", "calculator-v0",
+                                 "--limit", "3"])
+    assert rc == 0 and out["trajectories"] == 3
+    assert main(["replay", str(recorded_run)]) == 0
+    assert "replayed 6 trajectories (12 of 12 turns): 0 diverged" in capsys.readouterr().out
+
+
+def test_replay_whole_run_summarises_divergences_and_exits_1(tmp_path, chat, recorded_run, capsys):
+    if "test-flaky-v0" not in registry._REGISTRY:
+        registry.register("test-flaky-v0", FlakyEnv, "test only: unseeded noise at turn 1")
+    flaky = _record_flaky(chat)
+    flaky = flaky.__class__(**{**flaky.__dict__, "env_id": "test-flaky-v0"})
+    store = TrajectoryStore(tmp_path / "trajectories")
+    store.append(list(open_run_store(recorded_run).read(phase="eval")))  # 2 that replay exactly
+    store.append([trajectory_to_record(flaky, env_kwargs={}, phase="rl", step=3)])
+    rc, out = _json_out(capsys, ["replay", str(tmp_path), "--json"])
+    assert rc == 1 and out["trajectories"] == 3 and out["diverged"] == 1
+    assert out["divergent_trajectory_ids"] == [flaky.trajectory_id] and out["divergences_by_kind"] == {"observation": 1}
+    assert main(["replay", str(tmp_path)]) == 1
+    text = capsys.readouterr().out
+    assert f"DIVERGED {flaky.trajectory_id} (test-flaky-v0, seed 7, rl step 3): turn 1: observation" in text
+    assert "replayed 3 trajectories" in text and "1 diverged (observation 1)" in text
+    assert main(["replay", str(tmp_path), "--phase", "eval"]) == 0  # the filter leaves out the flaky one
+
+
+def test_replay_whole_run_errors(recorded_run, capsys):
+    assert main(["replay", str(recorded_run), "--phase", "warmup"]) == 2
+    assert "no trajectory" in capsys.readouterr().err
+    assert main(["replay", str(recorded_run), "--logprobs", "x"]) == 2
+    assert "needs --trajectory" in capsys.readouterr().err
