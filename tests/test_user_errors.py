@@ -77,3 +77,10 @@ def test_training_that_diverges_stops_with_one_error_and_no_final_model(tiny_mod
     assert "non-finite" in line and "warmup.lr" in line
     (run_dir,) = tmp_path.iterdir()
     assert not (run_dir / "final_model").exists() and not (run_dir / "checkpoints").exists()
+
+
+def test_a_permission_rule_that_could_never_apply_is_rejected_at_load(capsys):
+    """calculator(expression): a paths rule for an argument 'expr' would never check anything."""
+    table = "{default='deny', tools={calculator={side_effect='read_only', paths={expr=['**']}}}}"
+    line = _error_line(capsys, ["train", "--set", f"tools.permissions={table}"])
+    assert "tools.permissions.tools.calculator.paths.expr" in line and "expression" in line

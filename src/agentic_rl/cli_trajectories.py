@@ -68,9 +68,8 @@ def load_model_spec(spec: str, *, device: str = "cpu"):
 
 
 def _load_checkpoint(path: Path, device: str):
-    from safetensors.torch import load_file
-
     from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
+    from agentic_rl.trainer.checkpoint import load_weights
 
     config = _run_config(path.parent.parent)
     base = resolve_model_dir(config.model.path)
@@ -81,7 +80,8 @@ def _load_checkpoint(path: Path, device: str):
         model = get_peft_model(model, LoraConfig(
             r=config.model.lora_rank, lora_alpha=config.model.lora_alpha, lora_dropout=config.model.lora_dropout,
             target_modules="all-linear", task_type="CAUSAL_LM"))
-    result = model.load_state_dict(load_file(str(path / "trainable.safetensors"), device=device), strict=False)
+    weights = {k: v.to(device) for k, v in load_weights(path / "trainable.safetensors").items()}
+    result = model.load_state_dict(weights, strict=False)
     if result.unexpected_keys:
         raise ModelNotFoundError(f"checkpoint {path} does not fit the run's model: "
                                  f"unexpected {result.unexpected_keys[:3]}")
@@ -110,12 +110,29 @@ def _fmt(v: Any) -> str:
 
 
 def _cmd_replay(args) -> int:
+    run_dir = Path(args.run_dir)
+    if args.trajectory is None:
+        return _replay_many(run_dir, args)
+    record = _find_record(run_dir, args.trajectory)
+    out = _replay_record(run_dir, record, args.rescore)
+    if args.logprobs:
+        from agentic_rl.trajectories import trajectory_from_record
+
+        out["logprobs"] = _drift(run_dir, trajectory_from_record(record), args.logprobs)
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+    else:
+        _print_replay(out)
+    return 0 if out["first_divergent_turn"] is None else 1
+
+
+def _replay_record(run_dir: Path, record: dict[str, Any], rescore_it: bool) -> dict[str, Any]:
+    """Replay one stored record in a fresh env built from its env id, seed and kwargs; the
+    replay's report as plain data (plus ``rescore`` when asked)."""
     from agentic_rl.envs import accepts, make
     from agentic_rl.trajectories import trajectory_from_record
     from agentic_rl.trajectories.replay import replay, rescore
 
-    run_dir = Path(args.run_dir)
-    record = _find_record(run_dir, args.trajectory)
     traj = trajectory_from_record(record)
     kwargs = dict(record["env_kwargs"] if record.get("env_kwargs") is not None else _run_config(run_dir).env.kwargs)
     if accepts(traj.env_id, "audit_path"):
@@ -124,10 +141,11 @@ def _cmd_replay(args) -> int:
     try:
         result = replay(traj, env)
         out: dict[str, Any] = {"trajectory_id": traj.trajectory_id, "env_id": traj.env_id, "seed": traj.seed,
+                               "phase": record.get("phase"), "step": record.get("step"),
                                "turns": len(traj.turns), "turns_replayed": result.turns_replayed,
                                "first_divergent_turn": result.first_divergent_turn,
                                "divergences": [d.__dict__ for d in result.divergences]}
-        if args.rescore:
+        if rescore_it:
             weights = _run_config(run_dir).reward if (run_dir / "config.toml").is_file() else None
             rubric = env.rubric(weights) if weights is not None else env.rubric()
             r = rescore(traj, rubric)
@@ -135,13 +153,58 @@ def _cmd_replay(args) -> int:
                               "components": r.components, "changed": list(r.changed), "failure": r.failure}
     finally:
         env.close()
+    return out
+
+
+def _replay_many(run_dir: Path, args) -> int:
+    """``replay RUN_DIR [filters]``: replay every matching trajectory (first ``--limit``), print
+    each divergent one and a summary; exit status 1 when any diverged."""
+    from agentic_rl.trajectories import open_run_store
+
     if args.logprobs:
-        out["logprobs"] = _drift(run_dir, traj, args.logprobs)
+        raise AgenticRLError("replay --logprobs needs --trajectory ID (it scores one trajectory under a model)")
+    if args.limit < 0:
+        raise AgenticRLError(f"--limit must be >= 0, got {args.limit}")
+    records = list(open_run_store(run_dir).read(**_filters(args)))
+    if args.limit:
+        records = records[:args.limit]
+    if not records:
+        raise RunDirError(f"no trajectory in {run_dir} matches the filters")
+    results = [_replay_record(run_dir, record, args.rescore) for record in records]
+    diverged = [r for r in results if r["first_divergent_turn"] is not None]
+    summary: dict[str, Any] = {
+        "run_dir": str(run_dir), "trajectories": len(results), "diverged": len(diverged),
+        "turns": sum(r["turns"] for r in results), "turns_replayed": sum(r["turns_replayed"] for r in results),
+        "divergences_by_kind": _count(d["what"] for r in diverged for d in r["divergences"]),
+        "divergent_trajectory_ids": [r["trajectory_id"] for r in diverged]}
+    if args.rescore:
+        summary["rewards_changed"] = sum("total" in r["rescore"]["changed"] for r in results)
     if args.json:
-        print(json.dumps(out, ensure_ascii=False))
+        print(json.dumps({**summary, "results": results}, ensure_ascii=False))
     else:
-        _print_replay(out)
-    return 0 if result.first_divergent_turn is None else 1
+        _print_replay_summary(summary, diverged)
+    return 1 if diverged else 0
+
+
+def _count(items) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[item] = out.get(item, 0) + 1
+    return out
+
+
+def _print_replay_summary(summary: dict[str, Any], diverged: list[dict[str, Any]]) -> None:
+    for r in diverged:
+        turn = r["first_divergent_turn"]
+        where = "the reset observation" if turn == -1 else f"turn {turn}"
+        kinds = ", ".join(d["what"] for d in r["divergences"])
+        print(f"DIVERGED {r['trajectory_id']} ({r['env_id']}, seed {r['seed']}, {r['phase']} step {r['step']}): "
+              f"{where}: {kinds}")
+    kinds = ", ".join(f"{k} {n}" for k, n in summary["divergences_by_kind"].items())
+    print(f"replayed {summary['trajectories']} trajectories ({summary['turns_replayed']} of {summary['turns']} "
+          f"turns): {summary['diverged']} diverged" + (f" ({kinds})" if kinds else ""))
+    if "rewards_changed" in summary:
+        print(f"rescored with the current rubric: {summary['rewards_changed']} rewards changed")
 
 
 def _drift(run_dir: Path, traj, checkpoint: str) -> dict[str, Any]:
@@ -350,9 +413,13 @@ def _cmd_compare(args) -> int:
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:
     """Register ``replay``, ``view``, ``export`` and ``compare`` on the ``agentic-rl`` parser."""
-    p = sub.add_parser("replay", help="re-run a recorded trajectory's actions in a fresh env and report divergences")
+    p = sub.add_parser("replay", help="re-run recorded trajectories' actions in fresh envs and report divergences "
+                       "(one trajectory, or all matching the filters; exit 1 if any diverged)")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--trajectory", required=True, metavar="ID", help="trajectory id (or a unique prefix)")
+    p.add_argument("--trajectory", metavar="ID", help="only this trajectory id (or a unique prefix); "
+                   "default: every trajectory matching the filters")
+    p.add_argument("--limit", type=int, default=0, help="first N matching trajectories (0 = all)")
+    _add_filter_args(p)
     p.add_argument("--rescore", action="store_true", help="recompute the reward with the current rubric")
     p.add_argument("--logprobs", metavar="CHECKPOINT", help="recompute logprobs under a model/checkpoint (policy drift)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

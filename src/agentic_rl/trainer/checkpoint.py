@@ -8,7 +8,12 @@ Layout of ``RUN_DIR/checkpoints/step-NNNNNN/``:
   and the evaluation rows logged so far.
 
 A checkpoint is written to a temporary folder and renamed, so a process killed while saving
-leaves the previous checkpoint intact; older checkpoints are then deleted.
+leaves the previous checkpoint intact; older checkpoints are then deleted. Weights that are not
+finite are never saved (:class:`~agentic_rl.trainer.guards.NonFiniteError`).
+
+Loading is safe: ``trainer_state.pt`` is read with ``torch.load(weights_only=True)`` (tensors,
+numbers, strings, lists, dicts: no arbitrary pickled objects run), and a truncated or corrupt
+file raises :class:`~agentic_rl.errors.RunDirError` naming it instead of a library traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from agentic_rl.errors import RunDirError
+from agentic_rl.trainer.guards import check_finite_weights
 
 
 @dataclass(frozen=True)
@@ -51,14 +57,21 @@ def _trainable(model) -> dict[str, torch.Tensor]:
 
 
 def save_checkpoint(run_dir: Path, model, optimizer, sampler: torch.Generator, state: TrainerState) -> Path:
-    """Write a checkpoint for ``state.rl_step`` and delete older ones; returns its folder."""
+    """Write a checkpoint for ``state.rl_step`` and delete older ones; returns its folder.
+
+    Raises:
+        NonFiniteError: a trainable weight is NaN or ±inf (nothing is written; the previous
+            checkpoint stays the newest).
+    """
+    weights = _trainable(model)
+    check_finite_weights(weights.values(), f"before the checkpoint of RL step {state.rl_step}")
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{state.rl_step:06d}"
     tmp = root / f".tmp-step-{state.rl_step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    save_file(_trainable(model), str(tmp / "trainable.safetensors"))
+    save_file(weights, str(tmp / "trainable.safetensors"))
     torch.save(
         {
             "rl_step": state.rl_step,
@@ -98,16 +111,59 @@ def load_checkpoint(path: Path, model, optimizer, sampler: torch.Generator) -> T
     """Restore weights, optimizer and RNG states in place; returns the saved progress.
 
     Raises:
-        RunDirError: the checkpoint does not match the model (different trainable parameters).
+        RunDirError: the checkpoint does not match the model (different trainable parameters),
+            or one of its files is truncated, corrupt or not what a checkpoint holds (the
+            message names the file). Nothing is changed then.
     """
-    weights = load_file(str(path / "trainable.safetensors"))
+    weights = load_weights(path / "trainable.safetensors")
     expected = set(_trainable(model))
     if set(weights) != expected:
         raise RunDirError(f"checkpoint {path} does not match the model (LoRA setting or model changed?)")
+    blob = load_trainer_state(path / "trainer_state.pt")
     model.load_state_dict(weights, strict=False)
-    blob = torch.load(path / "trainer_state.pt", weights_only=False)
-    optimizer.load_state_dict(blob["optimizer"])
-    random.setstate(blob["python_rng"])
-    torch.set_rng_state(blob["torch_rng"])
-    sampler.set_state(blob["sampler_rng"])
+    try:
+        optimizer.load_state_dict(blob["optimizer"])
+        random.setstate(blob["python_rng"])
+        torch.set_rng_state(blob["torch_rng"])
+        sampler.set_state(blob["sampler_rng"])
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise RunDirError(f"{path / 'trainer_state.pt'}: optimizer or RNG state does not fit this run: {exc}") from None
     return TrainerState(blob["rl_step"], blob["evals"], blob["extra"])
+
+
+_STATE_KEYS = ("rl_step", "evals", "extra", "optimizer", "python_rng", "torch_rng", "sampler_rng")
+
+
+def load_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a ``.safetensors`` file (on the CPU).
+
+    Raises:
+        RunDirError: the file is missing, truncated or not a safetensors file (names the file).
+    """
+    try:
+        return load_file(str(path))
+    except FileNotFoundError:
+        raise RunDirError(f"checkpoint file missing: {path}") from None
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own SafetensorError, OSError, ...
+        raise RunDirError(f"corrupt checkpoint file {path} (truncated or overwritten?): "
+                          f"{type(exc).__name__}: {exc}") from None
+
+
+def load_trainer_state(path: Path) -> dict[str, Any]:
+    """The ``trainer_state.pt`` dict, loaded with ``torch.load(weights_only=True)``.
+
+    Raises:
+        RunDirError: the file is missing, truncated, holds objects a weights-only load refuses,
+            or lacks a key (names the file).
+    """
+    try:
+        blob = torch.load(path, weights_only=True, map_location="cpu")
+    except FileNotFoundError:
+        raise RunDirError(f"checkpoint file missing: {path}") from None
+    except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError, EOFError, UnpicklingError, ...
+        raise RunDirError(f"corrupt or unsafe checkpoint file {path} (truncated, overwritten, or not a "
+                          f"weights-only checkpoint): {type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
+    missing = [k for k in _STATE_KEYS if not isinstance(blob, dict) or k not in blob]
+    if missing:
+        raise RunDirError(f"checkpoint file {path} lacks {', '.join(missing)} (not a trainer_state.pt)")
+    return blob

@@ -53,7 +53,7 @@ class ValueHead(nn.Module):
 
     def load(self, path: Path, optimizer: torch.optim.Optimizer | None = None) -> None:
         """Restore what :meth:`save` wrote."""
-        blob = torch.load(path, weights_only=False)
+        blob = torch.load(path, weights_only=True)  # tensors and plain data only: no pickled code
         self.load_state_dict(blob["state"])
         if optimizer is not None and blob["optimizer"] is not None:
             optimizer.load_state_dict(blob["optimizer"])
