@@ -25,6 +25,15 @@ single writer):
 * ``delete_where`` (used before a resume) rewrites affected shards the same way, so it is
   crash-safe and can simply be run again.
 
+Integrity: ``DIR/_manifest.json`` lists every shard with its row count, size and SHA-256
+(updated atomically under an ``flock`` of the folder after each append, rewrite or removal;
+the ``_`` prefix keeps it out of pyarrow's, pandas' and DuckDB's ``*.parquet`` reads). Reading
+checks it: a listed shard that is gone (lost trajectories), or whose bytes changed (truncated,
+zero bytes, a flipped bit), raises :class:`CorruptStoreError` naming the file; so does a shard
+that is not valid Parquet. A shard the manifest does not list yet (a writer killed between the
+link and the manifest update, or a store written before manifests existed) is read as it is,
+and adopted by the next writer that opens the store.
+
 Why Parquet shards rather than one JSON Lines file: columnar, typed (token ids stay int32,
 logprobs float64), compressed, filterable without parsing every record (predicates are
 pushed down to row groups), and one file per step makes atomic appends trivial.
@@ -32,6 +41,9 @@ pushed down to row groups), and one file per step makes atomic appends trivial.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -43,11 +55,18 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from agentic_rl.errors import RunDirError
 from agentic_rl.trajectories.arrow_schema import SCHEMA, records_to_table, row_to_record
 from agentic_rl.trajectories.serialize import trajectory_from_record, trajectory_to_record
 from agentic_rl.types import StopReason, Trajectory
 
 _SHARD = re.compile(r"^part-(\d{6,})\.parquet$")
+MANIFEST_NAME = "_manifest.json"
+
+
+class CorruptStoreError(RunDirError):
+    """A trajectory shard (or the store's manifest) is missing, truncated, altered or unreadable;
+    the message names the file."""
 
 
 class TrajectoryStore:
@@ -72,9 +91,11 @@ class TrajectoryStore:
                 raise FileNotFoundError(f"trajectory store not found: {self.path}")
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        for leftover in self.path.glob(".part-*.tmp"):  # a writer killed between write and rename
-            if not _alive(_tmp_pid(leftover)):
+        for leftover in [*self.path.glob(".part-*.tmp"), *self.path.glob("._manifest.*.tmp")]:
+            if not _alive(_tmp_pid(leftover)):  # a writer killed between write and rename
                 leftover.unlink(missing_ok=True)
+        with _locked(self.path):
+            self._reconcile()
 
     def __repr__(self) -> str:
         return f"TrajectoryStore({str(self.path)!r}, read_only={self.read_only})"
@@ -94,9 +115,84 @@ class TrajectoryStore:
         return tmp
 
     def _write_shard(self, table: pa.Table, final: Path) -> None:
-        """Replace ``final`` atomically (used to rewrite a shard)."""
-        os.replace(self._write_tmp(table, final.name), final)
+        """Replace ``final`` atomically (used to rewrite a shard); the manifest first records the
+        new version as pending, so a crash at any point leaves a file that one of them matches."""
+        tmp = self._write_tmp(table, final.name)
+        entry = _entry(tmp, table.num_rows)
+        with _locked(self.path):
+            old = self._manifest().get(final.name)
+            if old is not None:
+                self._update_manifest({final.name: {**old, "next": entry}})
+            os.replace(tmp, final)
+            _fsync_dir(self.path)
+            self._update_manifest({final.name: entry})
+
+    def _remove_shard(self, shard: Path) -> None:
+        """Delete ``shard``: marked pending in the manifest, unlinked, then unlisted."""
+        with _locked(self.path):
+            old = self._manifest().get(shard.name)
+            if old is not None:
+                self._update_manifest({shard.name: {**old, "next": None}})
+            shard.unlink()
+            _fsync_dir(self.path)
+            self._update_manifest({shard.name: None})
+
+    # -- manifest ------------------------------------------------------------------------
+
+    def _manifest(self) -> dict[str, Any]:
+        """``{shard name: entry}`` of ``_manifest.json`` ({} when the store has none).
+
+        Raises:
+            CorruptStoreError: the manifest is not the JSON this store writes.
+        """
+        path = self.path / MANIFEST_NAME
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise CorruptStoreError(f"corrupt trajectory store manifest {path}: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("shards"), dict):
+            raise CorruptStoreError(f"corrupt trajectory store manifest {path}: no 'shards' table")
+        return data["shards"]
+
+    def _update_manifest(self, changes: dict[str, dict[str, Any] | None]) -> None:
+        """Apply ``changes`` (None removes an entry) and replace the manifest atomically.
+        The caller holds the folder's lock."""
+        shards = self._manifest()
+        for name, entry in changes.items():
+            if entry is None:
+                shards.pop(name, None)
+            else:
+                shards[name] = entry
+        shards = dict(sorted(shards.items()))
+        tmp = self.path / f"._manifest.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"format": "agentic-rl trajectory store", "version": 1, "shards": shards}, f, indent=0)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path / MANIFEST_NAME)
         _fsync_dir(self.path)
+
+    def _reconcile(self) -> None:
+        """Finish what a killed writer left (the caller holds the lock): finish pending
+        rewrites/removals and list the shards the manifest lacks (after checking they are
+        readable Parquet)."""
+        manifest = self._manifest()
+        on_disk = {p.name: p for p in self.shards()}
+        changes: dict[str, dict[str, Any] | None] = {}
+        for name, entry in manifest.items():
+            if "next" in entry and name not in on_disk and entry["next"] is None:
+                changes[name] = None  # removal finished; only the unlisting was left
+            elif "next" in entry and name in on_disk:
+                _verify(on_disk[name], entry)
+                now = entry["next"] if entry["next"] and _digest(on_disk[name]) == entry["next"]["sha256"] else entry
+                changes[name] = {k: v for k, v in now.items() if k != "next"}
+        for name, shard in on_disk.items():
+            if name not in manifest:
+                changes[name] = _entry(shard, _footer(shard).num_rows)
+        if changes or (on_disk and not (self.path / MANIFEST_NAME).exists()):
+            self._update_manifest(changes)
 
     def append(self, records: Iterable[dict[str, Any]]) -> int:
         """Write the records as one new shard (atomically); return how many were written.
@@ -113,18 +209,21 @@ class TrajectoryStore:
         if table.num_rows == 0:
             return 0
         tmp = self._write_tmp(table, "part-new")
+        entry = _entry(tmp, table.num_rows)
         try:
-            while True:  # link() never overwrites: a shard another writer just took is skipped
-                shards = self.shards()
-                number = int(_SHARD.match(shards[-1].name).group(1)) + 1 if shards else 1
-                try:
-                    os.link(tmp, self.path / f"part-{number:06d}.parquet")
-                    break
-                except FileExistsError:
-                    continue
+            with _locked(self.path):
+                while True:  # link() never overwrites: a shard another writer just took is skipped
+                    shards = self.shards()
+                    number = int(_SHARD.match(shards[-1].name).group(1)) + 1 if shards else 1
+                    try:
+                        os.link(tmp, self.path / f"part-{number:06d}.parquet")
+                        break
+                    except FileExistsError:
+                        continue
+                _fsync_dir(self.path)
+                self._update_manifest({f"part-{number:06d}.parquet": entry})
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(self.path)
         return table.num_rows
 
     def append_trajectories(self, trajectories: Iterable[Trajectory], **extra: Any) -> int:
@@ -148,8 +247,8 @@ class TrajectoryStore:
         if self.read_only:
             raise PermissionError(f"{self!r} is read-only")
         removed = 0
-        for shard in self.shards():
-            table = pq.read_table(shard, schema=SCHEMA)
+        for shard in self._checked_shards():
+            table = _read_shard(shard)
             keep = [not predicate(row_to_record(row)) for row in table.to_pylist()]
             if all(keep):
                 continue
@@ -157,19 +256,44 @@ class TrajectoryStore:
             if any(keep):
                 self._write_shard(table.filter(pa.array(keep)), shard)
             else:
-                shard.unlink()
-                _fsync_dir(self.path)
+                self._remove_shard(shard)
         return removed
 
     # -- reading -------------------------------------------------------------------------
 
     def table(self, **filters: Any) -> pa.Table:
         """The matching rows as one Arrow table of :data:`~.arrow_schema.SCHEMA` (see ``read``)."""
-        shards = self.shards()
+        expression = _expression(**filters)
+        shards = self._checked_shards()
         if not shards:
             return SCHEMA.empty_table()
-        dataset = ds.dataset([str(p) for p in shards], schema=SCHEMA, format="parquet")
-        return dataset.to_table(filter=_expression(**filters))
+        try:
+            dataset = ds.dataset([str(p) for p in shards], schema=SCHEMA, format="parquet")
+            return dataset.to_table(filter=expression)
+        except (pa.ArrowException, OSError):
+            for shard in shards:  # name the shard that does not read
+                _read_shard(shard)
+            raise
+
+    def _checked_shards(self) -> list[Path]:
+        """The shards, after checking them against the manifest (see the module docstring).
+
+        Raises:
+            CorruptStoreError: a listed shard is missing or its size or SHA-256 differs.
+        """
+        manifest = self._manifest()
+        shards = self.shards()
+        on_disk = {p.name for p in shards}
+        for name, entry in manifest.items():
+            if name not in on_disk and not ("next" in entry and entry["next"] is None):
+                raise CorruptStoreError(
+                    f"trajectory shard {self.path / name} is missing: the store's {MANIFEST_NAME} lists it with "
+                    f"{entry.get('rows')} trajectories (deleted or moved?); restore it, or remove its entry "
+                    f"from {self.path / MANIFEST_NAME} to read the rest")
+        for shard in shards:
+            if shard.name in manifest:
+                _verify(shard, manifest[shard.name])
+        return shards
 
     def read(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Yield the records that match every given filter, in append order.
@@ -195,7 +319,7 @@ class TrajectoryStore:
 
     def __len__(self) -> int:
         """Number of stored records (shard footers only; no data is read)."""
-        return sum(pq.ParquetFile(p).metadata.num_rows for p in self.shards())
+        return sum(_footer(p).num_rows for p in self._checked_shards())
 
 
 _EQUALITY = ("run_id", "phase", "tag", "step", "env_id", "trajectory_id", "group_id")
@@ -219,6 +343,81 @@ def _expression(*, min_reward: float | None = None, max_reward: float | None = N
     for term in terms:
         expr = term if expr is None else expr & term
     return expr
+
+
+def _digest(path: Path) -> str:
+    """SHA-256 (hex) of a file's bytes; cached per (path, size, mtime) within the process."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _DIGESTS:
+        with open(path, "rb") as f:
+            _DIGESTS[key] = hashlib.file_digest(f, "sha256").hexdigest()
+    return _DIGESTS[key]
+
+
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def _entry(path: Path, rows: int) -> dict[str, Any]:
+    """The manifest entry of a shard file: rows, bytes, sha256."""
+    return {"rows": int(rows), "bytes": path.stat().st_size, "sha256": _digest(path)}
+
+
+def _verify(shard: Path, entry: dict[str, Any]) -> None:
+    """Check a shard against its manifest entry (or the pending version of a rewrite).
+
+    Raises:
+        CorruptStoreError: neither matches (the message names the file and what differs).
+    """
+    versions = [entry] + ([entry["next"]] if isinstance(entry.get("next"), dict) else [])
+    size = shard.stat().st_size
+    if not any(v.get("bytes") == size for v in versions):
+        raise CorruptStoreError(f"corrupt trajectory shard {shard}: {size} bytes, the manifest says "
+                                f"{entry.get('bytes')} (truncated or overwritten?)")
+    if not any(v.get("sha256") == _digest(shard) for v in versions):
+        raise CorruptStoreError(f"corrupt trajectory shard {shard}: its SHA-256 differs from the manifest's "
+                                "(bytes changed on disk: a flipped bit or an overwrite)")
+
+
+def _footer(shard: Path) -> pq.FileMetaData:
+    """The Parquet footer of a shard.
+
+    Raises:
+        CorruptStoreError: the file is not readable Parquet (names it).
+    """
+    try:
+        return pq.ParquetFile(shard).metadata
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptStoreError(f"corrupt trajectory shard {shard}: not a readable Parquet file ({exc})") from None
+
+
+def _read_shard(shard: Path) -> pa.Table:
+    """One whole shard in the store's schema.
+
+    Raises:
+        CorruptStoreError: the file is not readable Parquet of this schema (names it).
+    """
+    try:
+        return pq.read_table(shard, schema=SCHEMA)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptStoreError(f"corrupt trajectory shard {shard}: not a readable Parquet file ({exc})") from None
+
+
+class _locked:
+    """``with _locked(folder):`` an exclusive ``flock`` on the folder itself (no lock file),
+    serialising the manifest's read-modify-write across processes."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.fd = -1
+
+    def __enter__(self) -> None:
+        self.fd = os.open(self.folder, os.O_RDONLY)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: Any) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
 
 
 def _tmp_pid(path: Path) -> int:
@@ -264,8 +463,6 @@ def open_run_store(run_dir: str | os.PathLike[str]) -> TrajectoryStore:
     Raises:
         RunDirError: ``run_dir`` has no trajectory store.
     """
-    from agentic_rl.errors import RunDirError
-
     path = Path(run_dir) / RUN_STORE_DIRNAME
     if not path.is_dir():
         raise RunDirError(f"no trajectory store at {path} (is {run_dir} a run directory?)")
