@@ -43,21 +43,23 @@ class StopReason(str, enum.Enum):
     """Why an episode ended.
 
     ``TERMINATED``: the task ended. Truncations (a budget ran out): ``TRUNCATED`` (the env's own
-    limit), ``MAX_TURNS``, ``MAX_TOKENS`` (the episode's token budget). ``ERROR`` marks an
-    episode that failed for an infrastructure reason (env or tool crash, failed request) and
-    must be excluded from training.
+    limit), ``MAX_TURNS``, ``MAX_TOKENS`` (the episode's token budget), ``MAX_NEW_TOKENS`` (a
+    reply hit the per-turn token budget before the policy ended its turn; the cut reply was not
+    given to the env). ``ERROR`` marks an episode that failed for an infrastructure reason (env
+    or tool crash, failed request) and must be excluded from training.
     """
 
     TERMINATED = "terminated"
     TRUNCATED = "truncated"
     MAX_TURNS = "max_turns"
     MAX_TOKENS = "max_tokens"
+    MAX_NEW_TOKENS = "max_new_tokens"
     ERROR = "error"
 
     @property
     def truncated(self) -> bool:
         """True when a budget, not the task, ended the episode."""
-        return self in (StopReason.TRUNCATED, StopReason.MAX_TURNS, StopReason.MAX_TOKENS)
+        return self in (StopReason.TRUNCATED, StopReason.MAX_TURNS, StopReason.MAX_TOKENS, StopReason.MAX_NEW_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,10 @@ class Turn:
         tool_results: results of the turn's tool calls, in order.
         token_ids, loss_mask, logprobs: this turn's span of the token stream.
         info: env ``info`` dict of this step (JSON-serialisable).
+        truncated: the reply was cut by a token budget (``max_new_tokens``, or what was left
+            of ``max_total_tokens``) before the policy sampled its end-of-turn token. Such a
+            turn is the episode's last: the env was not stepped with it (``reward`` 0, no
+            observation, no tool calls parsed or run) and the episode ends truncated.
     """
 
     index: int
@@ -168,6 +174,7 @@ class Turn:
     loss_mask: tuple[int, ...]
     logprobs: tuple[float, ...]
     info: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
 
     @property
     def num_generated_tokens(self) -> int:

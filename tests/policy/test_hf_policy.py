@@ -250,7 +250,7 @@ def test_shared_prefix_equals_separate_encoding(model, chat, tokenizer):
     _assert_same(batched, [reference.generate([r], GREEDY)[0] for r in requests])
 
 
-def test_multi_turn_rollouts_score_to_their_recorded_logprobs(model, chat, tokenizer):
+def test_multi_turn_rollouts_score_to_their_recorded_logprobs(tiny_model_dir, chat, tokenizer):
     """Through the engine, 3 turns per episode (an env that always answers with a tool message), KV
     caches reused across turns: the trainer's scores of the stored streams equal the recorded
     logprobs, and greedy decoding gives the same streams as a policy without any KV reuse."""
@@ -262,7 +262,10 @@ def test_multi_turn_rollouts_score_to_their_recorded_logprobs(model, chat, token
         def step(self, action):
             return Observation((Message("tool", "keep going"),)), 0.0, False, False, {}
 
-    config = RolloutConfig(max_turns=3, max_new_tokens=5)
+    from tests.tiny_eos import bias_toward_eos
+
+    model = bias_toward_eos(load_model(tiny_model_dir), chat.eos_token_id)  # replies end, so episodes go on
+    config = RolloutConfig(max_turns=3, max_new_tokens=8)
 
     def rollout(policy, greedy):
         envs = [KeepGoing() for _ in range(3)]

@@ -111,7 +111,10 @@ def _step_windows(pool, tiny_model_dir, chat, env_workers: int) -> list[tuple[in
 
     ray.cloudpickle.register_pickle_by_value(slow_env)
     envs = [pool.make(slow_env.SlowStepEnv, delay_s=0.5) for _ in range(4)]
-    policy = FastPolicy(load_model(tiny_model_dir), chat.eos_token_id, chat.tokenizer.pad_token_id,
+    from tests.tiny_eos import bias_toward_eos
+
+    model = bias_toward_eos(load_model(tiny_model_dir), chat.eos_token_id, logit=20.0)  # each reply ends at once
+    policy = FastPolicy(model, chat.eos_token_id, chat.tokenizer.pad_token_id,
                         generator=torch.Generator().manual_seed(0))
     got = run_episodes(policy, chat, envs, [0, 1, 2, 3], ["a", "b", "c", "d"], RolloutConfig(max_turns=1, max_new_tokens=2),
                        sample_seed=0, env_workers=env_workers)

@@ -145,17 +145,20 @@ def test_rollout_config_rejects_a_negative_context_budget():
 
 
 @pytest.fixture()
-def model(tiny_model_dir):
+def model(tiny_model_dir, chat):
     from agentic_rl.policy.model_loading import load_model
 
-    return load_model(tiny_model_dir)
+    from tests.tiny_eos import bias_toward_eos
+
+    # replies end (the env answers them) after a few context-dependent tokens: p(eos) = 0.31 a token
+    return bias_toward_eos(load_model(tiny_model_dir), chat.eos_token_id, logit=10.0)
 
 
 def _tiny_runs(model, chat, temperature: float):
     from agentic_rl.policy.fast import FastPolicy
     from agentic_rl.policy.hf import HFPolicy
 
-    cfg = RolloutConfig(max_turns=4, max_new_tokens=6, max_total_tokens=1024, temperature=temperature)
+    cfg = RolloutConfig(max_turns=4, max_new_tokens=24, max_total_tokens=1024, temperature=temperature)
     seeds = [0, 0, 1]
     runs = []
     for policy in (HFPolicy(model, chat.eos_token_id, 0), FastPolicy(model, chat.eos_token_id, 0, max_batch=2)):

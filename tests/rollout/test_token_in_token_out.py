@@ -12,8 +12,10 @@ import json
 from collections.abc import Sequence
 
 import pytest
+import torch
 
-from agentic_rl.envs import make
+from agentic_rl.algorithms import gae_advantages
+from agentic_rl.envs import CalculatorEnv, make
 from agentic_rl.policy.base import Generation, GenerationRequest, SamplingParams
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import RolloutConfig, run_episodes
@@ -160,22 +162,73 @@ def test_turn_spans_concatenate_to_the_stream(episode):
         assert t.loss_mask == (0,) * (len(t.loss_mask) - n) + (1,) * n
 
 
-def test_cut_reply_gets_im_end_with_mask_zero(chat):
-    """(e) a reply cut by max_new_tokens is closed by an <|im_end|> that the env side appends (mask 0)."""
-    long_call = '<tool_call>{"name": "calculator", "arguments": {"expression": "' + "1 + " * 40 + '1"}}</tool_call>'
-    policy = RecordingPolicy(ScriptedPolicy(chat, lambda i, ctx: long_call))
-    config = RolloutConfig(max_turns=2, max_new_tokens=8)
-    (traj,) = run_episodes(policy, chat, [make("calculator-v0")], [0], ["g"], config)
-    assert traj.stop_reason == StopReason.MAX_TURNS
-    first = traj.turns[0]
-    assert first.num_generated_tokens == 8  # cut at the per-turn budget
-    sampled = list(first.token_ids[-8:])
-    assert sampled == chat.encode(long_call)[:8] and chat.eos_token_id not in sampled
-    # the cut text is a malformed call -> the env answered with an error and the episode went on
-    assert not first.tool_results[0].ok
-    end = len(first.token_ids)
-    assert traj.token_ids[end] == chat.eos_token_id and traj.loss_mask[end] == 0
-    assert chat.decode(traj.token_ids[end : end + 8]).startswith("<|im_end|>\n<|im_start|>tool\n")
-    # the second turn was fed the closed first turn
-    assert policy.contexts[1][end] == chat.eos_token_id
-    assert all(m == 0 for m in traj.loss_mask[end : end + len(traj.turns[1].token_ids) - 8])
+class StepSpy(CalculatorEnv):
+    """calculator-v0 that records every action it was stepped with."""
+
+    env_id = "step-spy-v0"
+
+    def __init__(self):
+        super().__init__()
+        self.actions = []
+
+    def step(self, action):
+        self.actions.append(action)
+        return super().step(action)
+
+
+def _long_answer(expected: int) -> str:
+    return "Let me explain every single step of this computation in great detail, " * 3 + f"<answer>{expected}</answer>"
+
+
+def test_cut_final_answer_is_not_scored_and_ends_the_episode_truncated(chat):
+    """(e) max_new_tokens=16 and a final answer longer than that: the cut text is not handed to
+    the env as the answer; the turn is marked truncated and the episode ends MAX_NEW_TOKENS."""
+    env = StepSpy()
+    _, info = env.reset(seed=SEED)
+    answer = _long_answer(info["expected"])
+    assert len(chat.encode(answer)) > 16
+    (traj,) = run_episodes(ScriptedPolicy(chat, lambda i, ctx: answer), chat, [env], [SEED], ["g"],
+                           RolloutConfig(max_turns=4, max_new_tokens=16))
+    assert traj.stop_reason == StopReason.MAX_NEW_TOKENS and traj.truncated and not traj.terminated
+    assert env.actions == []  # the env never scored the cut text
+    (cut,) = traj.turns
+    assert cut.truncated and cut.num_generated_tokens == 16 and cut.reward == 0.0
+    assert cut.observation is None and cut.tool_results == () and cut.info == {}
+    assert list(traj.token_ids[-16:]) == chat.encode(answer)[:16] and traj.loss_mask[-16:] == (1,) * 16
+    assert chat.decode(traj.token_ids[-16:]) == cut.action.text == traj.messages[-1].content
+    assert cut.token_ids == traj.token_ids  # nothing appended after the cut (no <|im_end|>)
+    # GAE (as trainer/update.py's _gae calls it): a truncated row bootstraps from V at its end.
+    # gamma = lam = 1, rewards 0, V = 0.5 everywhere: A = 0 + 0.5 - 0.5 = 0 on every step;
+    # had the episode counted as terminated, A_last = 0 + 0 - 0.5 = -0.5.
+    mask = torch.tensor([traj.loss_mask], dtype=torch.bool)
+    adv, _ = gae_advantages(torch.zeros(mask.shape), torch.full(mask.shape, 0.5), mask, gamma=1.0, lam=1.0,
+                            terminated=[traj.terminated], bootstrap_values=[0.5])
+    assert adv.abs().max() == 0.0
+
+
+def test_cut_reply_after_a_tool_turn(chat):
+    """A closed tool-call turn is stepped as usual; the next reply, cut at max_new_tokens, is not."""
+    env = StepSpy()
+    _, info = env.reset(seed=SEED)
+    call = json.dumps({"name": "calculator", "arguments": {"expression": info["expression"]}})
+    replies = [f"<tool_call>{call}</tool_call>", _long_answer(info["expected"])]
+    assert len(chat.encode(replies[0] + "<|im_end|>")) <= 40 < len(chat.encode(replies[1]))
+    policy = ScriptedPolicy(chat, lambda i, ctx: replies[_turn_of(ctx)])
+    (traj,) = run_episodes(policy, chat, [env], [SEED], ["g"], RolloutConfig(max_turns=4, max_new_tokens=40))
+    assert traj.stop_reason == StopReason.MAX_NEW_TOKENS
+    assert [a.text for a in env.actions] == [replies[0]]
+    first, cut = traj.turns
+    assert not first.truncated and first.tool_results[0].ok and first.observation is not None
+    assert cut.truncated and cut.num_generated_tokens == 40
+    assert sum((t.token_ids for t in traj.turns), ()) == traj.token_ids
+
+
+def test_reply_cut_by_the_total_budget_ends_max_tokens_without_a_step(chat):
+    env = StepSpy()
+    obs, _ = env.reset(seed=SEED)
+    prompt = len(chat.encode(chat.render_prompt(obs.messages)))
+    config = RolloutConfig(max_turns=4, max_new_tokens=64, max_total_tokens=prompt + 5)
+    (traj,) = run_episodes(ScriptedPolicy(chat, lambda i, ctx: "The answer is <answer>12</answer>."), chat, [env],
+                           [SEED], ["g"], config)
+    assert traj.stop_reason == StopReason.MAX_TOKENS and env.actions == []
+    assert traj.turns[0].truncated and traj.turns[0].num_generated_tokens == 5

@@ -17,8 +17,10 @@ from agentic_rl.trainer.update import policy_gradient_update, sft_update
 
 
 @pytest.fixture()
-def model(tiny_model_dir):
-    return load_model(tiny_model_dir)
+def model(tiny_model_dir, chat):
+    from tests.tiny_eos import bias_toward_eos
+
+    return bias_toward_eos(load_model(tiny_model_dir), chat.eos_token_id)  # replies end: the env answers them
 
 
 @pytest.fixture()

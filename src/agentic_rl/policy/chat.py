@@ -9,10 +9,11 @@ as sampled. The layout, for SmolLM2 and other ChatML models, is::
     \\n<|im_start|>tool\\n{tool result}<|im_end|>\\n<|im_start|>assistant\\n                           (env, mask 0)
     {sampled reply}<|im_end|>                                                                      (policy, mask 1)
 
-A reply cut by the per-turn token budget gets its ``<|im_end|>`` appended as environment text
-(mask 0). Tool results are rendered with the role ``tool``. Special-token text inside tool or
-task content (e.g. a literal ``<|im_end|>``) is neutralised so an environment cannot inject
-turn boundaries.
+A reply that ended without ``<|im_end|>`` in its sampled ids (a server that stopped on it but
+did not return it) gets it appended as environment text (mask 0); a reply cut by the token
+budget is not continued: it ends its episode (see :mod:`agentic_rl.rollout.engine`). Tool
+results are rendered with the role ``tool``. Special-token text inside tool or task content
+(e.g. a literal ``<|im_end|>``) is neutralised so an environment cannot inject turn boundaries.
 
 Special tokens. :meth:`ChatFormat.encode` maps only the two chat markers to their special ids;
 every other special-token string of the tokenizer in a span (``<|endoftext|>``, ``<file_sep>``,

@@ -39,7 +39,10 @@ stream is exactly the single-segment stream of before.
 The trajectory's token stream is exactly what the model was fed and what it sampled; training
 never re-tokenizes decoded text (DESIGN.md, decision 1). Budgets: ``max_turns`` policy turns,
 ``max_new_tokens`` sampled per turn, ``max_total_tokens`` for the token stream of one segment
-(the whole stream when the context is never rebuilt). An env
+(the whole stream when the context is never rebuilt). A reply cut by a token budget before its
+end-of-turn token is not an action: it is recorded as the last turn with ``Turn.truncated``, the
+env is not stepped with it, and the episode ends truncated (``StopReason.MAX_NEW_TOKENS``, or
+``MAX_TOKENS`` when ``max_total_tokens`` cut it), so GAE bootstraps it. An env
 that raises marks its episode ``StopReason.ERROR`` (excluded from training), never crashes
 the batch; so does text the tokenizer rejects in an env's observation (e.g. a lone surrogate the
 env wrote itself: tool results are already made valid text by the tools layer).
@@ -172,10 +175,10 @@ def run_episodes(
     else:
         while live := [i for i, ep in enumerate(episodes) if ep.stop is None]:
             requests = [_request(episodes[i], i, config, sample_seed) for i in live]
-            for i, gen in zip(live, policy.generate(requests, sampling)):
+            for i, request, gen in zip(live, requests, policy.generate(requests, sampling)):
                 ep = episodes[i]
                 ep.extend(gen.token_ids, 1, gen.logprobs)
-                _step(ep, chat, config, list(gen.token_ids), gen.finished)
+                _step(ep, chat, config, list(gen.token_ids), gen.finished, request.max_new_tokens)
     elapsed = time.perf_counter() - started
     return [_finish(ep, elapsed / max(len(episodes), 1)) for ep in episodes]
 
@@ -212,11 +215,12 @@ def _run_continuous(policy, chat: ChatFormat, episodes: list[_Episode], config: 
                         i = request.episode_index
                         ep = episodes[i]
                         ep.extend(gen.token_ids, 1, gen.logprobs)
+                        args = (ep, chat, config, list(gen.token_ids), gen.finished, request.max_new_tokens)
                         if pool is None:
-                            _step(ep, chat, config, list(gen.token_ids), gen.finished)
+                            _step(*args)
                             ready.append(i)
                         else:
-                            stepping[pool.submit(_step, ep, chat, config, list(gen.token_ids), gen.finished)] = i
+                            stepping[pool.submit(_step, *args)] = i
                 if stepping:
                     # busy: take whatever finished and keep decoding; idle: wait for every pending
                     # step so their next turns join the batch together (one prefill, not one each)
@@ -262,9 +266,14 @@ def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
         ep.stop = StopReason.MAX_TOKENS
 
 
-def _step(ep: _Episode, chat: ChatFormat, config: RolloutConfig, sampled: list[int], finished: bool) -> None:
+def _step(ep: _Episode, chat: ChatFormat, config: RolloutConfig, sampled: list[int], finished: bool,
+          budget: int) -> None:
+    """Hand the turn's reply to the env and append its answer (``budget``: the request's max_new_tokens)."""
     index = len(ep.turns)
     text = chat.decode(sampled[:-1] if finished else sampled)
+    if not finished and len(sampled) >= budget:  # cut by a token budget: not an action the env should score
+        _end_cut_turn(ep, config, text, len(sampled))
+        return
     calls, errors = parse_tool_calls(text, turn_index=index)
     action = Action(text=text, tool_calls=calls, tool_call_errors=errors)
     ep.messages.append(Message("assistant", text))
@@ -319,6 +328,19 @@ def _step(ep: _Episode, chat: ChatFormat, config: RolloutConfig, sampled: list[i
         if ep.stop is not None:
             return
     ep.messages.extend(obs.messages)
+
+
+def _end_cut_turn(ep: _Episode, config: RolloutConfig, text: str, num_sampled: int) -> None:
+    """Record a reply cut by the token budget as the episode's last turn (``Turn.truncated``),
+    without stepping the env, and end the episode truncated: ``MAX_NEW_TOKENS`` when the
+    per-turn budget cut it, ``MAX_TOKENS`` when the segment's ``max_total_tokens`` did."""
+    ep.stop = StopReason.MAX_NEW_TOKENS if num_sampled >= config.max_new_tokens else StopReason.MAX_TOKENS
+    ep.messages.append(Message("assistant", text))
+    ep.turns.append(Turn(index=len(ep.turns), action=Action(text=text), observation=None, reward=0.0,
+                         tool_results=(), token_ids=tuple(ep.ids[ep.span_start :]),
+                         loss_mask=tuple(ep.mask[ep.span_start :]), logprobs=tuple(ep.logprobs[ep.span_start :]),
+                         truncated=True))
+    ep.span_start = len(ep.ids)
 
 
 def _prompt_ids(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> list[int] | None:
