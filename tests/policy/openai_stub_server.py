@@ -118,5 +118,5 @@ class StubServer:
             message["tool_calls"] = [{"id": f"srv_{i}", "type": "function",
                                       "function": {"name": n, "arguments": a}} for i, (n, a) in enumerate(reply["tool_calls"])]
         return 200, {"id": "chat-1", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
-                     "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                     "choices": [{"index": 0, "message": message, "finish_reason": reply.get("finish_reason", "stop")}],
                      "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}

@@ -19,6 +19,7 @@ from agentic_rl.policy.hf import HFPolicy
 from agentic_rl.policy.llama_decoder import SlotLlamaDecoder, UnsupportedModel
 from agentic_rl.policy.model_loading import load_model
 from agentic_rl.rollout import RolloutConfig, run_episodes
+from agentic_rl.types import StopReason
 
 # a low temperature makes the tiny random model's distributions peaked, so turns end at different lengths
 SAMPLE = SamplingParams(temperature=0.05)
@@ -201,6 +202,11 @@ def test_rollout_continuous_schedule_matches_turn_synchronous(model, chat):
     often = _eos_often(model, [chat.encode(chat.render_prompt(e.reset(seed=s)[0].messages)) for e, s in zip(probe, (0, 1, 2))])
     for env in probe:
         env.close()
+    from tests.tiny_eos import bias_toward_eos
+
+    # a reply cut at max_new_tokens ends its episode: a small bias toward `often` (x20 at T = 0.05)
+    # makes turns end after 1-6 tokens, so episodes of 3 turns and one cut episode both occur
+    bias_toward_eos(model, often, logit=0.6)
 
     simple = HFPolicy(model, often, 0)
     fast = FastPolicy(model, often, 0, max_batch=4)
@@ -218,6 +224,7 @@ def test_rollout_continuous_schedule_matches_turn_synchronous(model, chat):
         assert [t.token_ids for t in a.turns] == [t.token_ids for t in b.turns]
         assert a.stop_reason == b.stop_reason
     assert any(len(t.turns) > 1 for t in runs[1])  # multi-turn episodes really ran
+    assert any(t.stop_reason is StopReason.MAX_NEW_TOKENS for t in runs[1])  # and a cut one, in both schedules
 
 
 def test_kv_slots_grow_to_what_the_episodes_need(model, chat):

@@ -117,6 +117,19 @@ def test_chat_completions_honour_a_context_reset(chat):
     assert t.turns[0].info["context_reset"] is True and t.stop_reason == StopReason.TERMINATED
 
 
+def test_chat_reply_cut_at_max_tokens_is_not_given_to_the_env(chat):
+    script = [{"content": "", "tool_calls": [("calculator", '{"expression": "6*7"}')]},
+              {"content": "The answer is, after a long", "finish_reason": "length"}]
+    with StubServer(chat_script=script) as server:
+        (t,) = run_chat_episodes(make_client(server.base_url, max_retries=0), "m", [make("calculator-v0")], [0],
+                                 ["g"], max_turns=3)
+    assert t.stop_reason == StopReason.MAX_NEW_TOKENS and t.truncated
+    first, cut = t.turns
+    assert not first.truncated and first.tool_results[0].content == "42"
+    assert cut.truncated and cut.action.text == "The answer is, after a long" and cut.observation is None
+    assert t.messages[-1].content == cut.action.text
+
+
 def test_chat_request_failure_is_a_failed_episode(chat):
     client = make_client("http://127.0.0.1:9/v1", timeout_s=2.0, max_retries=0)  # nothing listens on port 9
     (t,) = run_chat_episodes(client, "m", [make("calculator-v0")], [0], ["g"])

@@ -128,3 +128,22 @@ def test_every_builtin_env_replays_its_oracle_run_without_divergence(env_id, cha
         fresh.close()
     assert result.divergences == (), result.divergences
     assert result.turns_replayed == len(traj.turns)
+
+
+def test_a_reply_cut_by_the_token_budget_replays_without_being_stepped(chat):
+    """The cut last turn was never given to the env: replay does not step it either."""
+    import json
+
+    from agentic_rl.policy.scripted import ScriptedPolicy
+    from agentic_rl.rollout import RolloutConfig, run_episodes
+    from agentic_rl.types import StopReason
+
+    env = make("calculator-v0")
+    _, info = env.reset(seed=3)
+    call = json.dumps({"name": "calculator", "arguments": {"expression": info["expression"]}})
+    replies = [f"<tool_call>{call}</tool_call>", "So the answer is, after a long explanation, " * 4]
+    policy = ScriptedPolicy(chat, lambda i, ctx: replies[ctx.count("<|im_start|>assistant") - 1])
+    [traj] = run_episodes(policy, chat, [env], [3], ["g"], RolloutConfig(max_turns=4, max_new_tokens=40))
+    assert traj.stop_reason == StopReason.MAX_NEW_TOKENS and traj.turns[-1].truncated
+    result = replay(traj, make("calculator-v0"))
+    assert result.divergences == () and result.turns_replayed == 2

@@ -78,3 +78,17 @@ def test_segment_starts_round_trip_and_old_records_have_one_segment(make_traject
     assert record["segment_starts"] == [0, 4] and trajectory_from_record(record) == t
     del record["segment_starts"]  # written before segments existed
     assert trajectory_from_record(record).segment_starts == (0,)
+
+
+def test_turn_truncated_round_trips_and_old_records_read_false(make_trajectory):
+    import dataclasses
+
+    t = make_trajectory()
+    cut = dataclasses.replace(t, turns=(*t.turns[:-1], dataclasses.replace(t.turns[-1], truncated=True)),
+                              stop_reason=StopReason.MAX_NEW_TOKENS)
+    record = json.loads(json.dumps(trajectory_to_record(cut)))
+    assert record["turns"][-1]["truncated"] is True and record["stop_reason"] == "max_new_tokens"
+    assert trajectory_from_record(record) == cut and cut.truncated
+    for turn in record["turns"]:
+        del turn["truncated"]  # written before the field existed
+    assert not any(x.truncated for x in trajectory_from_record(record).turns)

@@ -233,3 +233,28 @@ def test_segment_starts_have_a_column_and_old_shards_read_as_one_segment(tmp_pat
     pq.write_table(old, tmp_path / "t" / "part-999999.parquet")
     back = {x.trajectory_id: x for x in store.read_trajectories()}
     assert back[t.trajectory_id] == t and back[make_trajectory(1).trajectory_id].segment_starts == (0,)
+
+
+def test_turn_truncated_has_a_field_and_old_shards_read_false(tmp_path, make_trajectory):
+    import dataclasses
+
+    import pyarrow as pa
+
+    from agentic_rl.trajectories.arrow_schema import SCHEMA, records_to_table
+
+    store = TrajectoryStore(tmp_path / "t")
+    t = make_trajectory(0)
+    t = dataclasses.replace(t, turns=(dataclasses.replace(t.turns[0], truncated=True), *t.turns[1:]))
+    store.append([trajectory_to_record(t)])
+    assert next(iter(store.read_trajectories())) == t
+    # a shard written before the field existed: the turn struct without "truncated"
+    old = records_to_table([trajectory_to_record(make_trajectory(1))])
+    turn_type = SCHEMA.field("turns").type.value_type
+    old_turn = pa.struct([f for f in turn_type if f.name != "truncated"])
+    turns = pa.array([[{k: v for k, v in x.items() if k != "truncated"} for x in row]
+                      for row in old.column("turns").to_pylist()], pa.list_(old_turn))
+    old = old.set_column(old.schema.get_field_index("turns"), "turns", turns)
+    pq.write_table(old, tmp_path / "t" / "part-999999.parquet")
+    back = {x.trajectory_id: x for x in store.read_trajectories()}
+    assert back[t.trajectory_id] == t
+    assert not any(x.truncated for x in back[make_trajectory(1).trajectory_id].turns)

@@ -16,6 +16,10 @@ An env step with ``info["context_reset"]`` (e.g. memory-recall-v0's new session)
 conversation the server sees, as the rollout engine does: later requests carry the system
 message and the messages from the reset on; the trajectory keeps every message.
 
+A reply the server cut at ``max_tokens`` (``finish_reason == "length"``) is recorded as the last
+turn with ``Turn.truncated`` and not given to the env; the episode ends
+``StopReason.MAX_NEW_TOKENS`` (as in the rollout engine).
+
 A request that fails after the client's retries (timeout, connection, 4xx/5xx) ends its
 episode with ``StopReason.ERROR`` and ``info["failure"]``; an env that raises does the same.
 """
@@ -110,6 +114,11 @@ def run_chat_episode(client: Any, model: str, env: Env, seed: int, group_id: str
             stop, info["failure"] = StopReason.ERROR, f"inference request failed: {type(exc).__name__}: {exc}"
             break
         text = reply.content or ""
+        if getattr(response.choices[0], "finish_reason", None) == "length":  # cut: not an action to score
+            messages.append(Message("assistant", text))
+            turns.append(Turn(turn, Action(text), None, 0.0, (), (), (), (), {}, truncated=True))
+            stop = StopReason.MAX_NEW_TOKENS
+            break
         text_calls, text_errors = parse_tool_calls(text, turn_index=turn)
         api_calls, api_errors = _tool_calls(reply, turn)
         action = Action(text, tuple(text_calls) + tuple(api_calls), tuple(text_errors) + tuple(api_errors))

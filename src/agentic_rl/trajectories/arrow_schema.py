@@ -27,7 +27,8 @@ turns                  list<struct<...>>: index, action_text, tool_calls (id, na
                        arguments_json, raw), tool_call_errors (raw, message),
                        observation (null or struct of messages, tools_json), reward,
                        tool_results (call_id, name, content, ok), token_ids, loss_mask,
-                       logprobs, info_json
+                       logprobs, info_json, truncated (bool; null in shards written
+                       before it existed = False)
 token_ids              list<int32>, length T
 loss_mask              list<int8>, length T (1 = sampled by the policy)
 logprobs               list<float64>, length T (sampling logprobs, 0.0 off the mask)
@@ -67,6 +68,7 @@ _TURN = pa.struct([
     ("loss_mask", pa.list_(pa.int8())),
     ("logprobs", pa.list_(pa.float64())),
     ("info_json", pa.string()),
+    ("truncated", pa.bool_()),
 ])
 
 SCHEMA = pa.schema([
@@ -136,6 +138,7 @@ def _turn_row(t: dict[str, Any]) -> dict[str, Any]:
         "loss_mask": t["loss_mask"],
         "logprobs": t["logprobs"],
         "info_json": _dumps(t["info"]),
+        "truncated": bool(t.get("truncated", False)),
     }
 
 
@@ -198,6 +201,7 @@ def _turn_record(t: dict[str, Any]) -> dict[str, Any]:
         "loss_mask": t["loss_mask"],
         "logprobs": t["logprobs"],
         "info": json.loads(t["info_json"]),
+        "truncated": bool(t.get("truncated")),
     }
 
 

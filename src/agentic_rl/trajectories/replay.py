@@ -82,7 +82,8 @@ def replay(trajectory: Trajectory, env: _Env) -> ReplayResult:
     """Feed the recorded actions to ``env`` and compare every answer with the recording.
 
     Replay stops after the first turn that differs (later actions were chosen for a world the
-    env no longer shows), reporting every difference of that turn.
+    env no longer shows), reporting every difference of that turn. A last turn cut by the token
+    budget (``Turn.truncated``) is not stepped, as in the recording, and counts as replayed.
 
     Args:
         trajectory: the recording.
@@ -99,6 +100,8 @@ def replay(trajectory: Trajectory, env: _Env) -> ReplayResult:
         return ReplayResult(tid, 0, (Divergence(-1, "observation", _messages(recorded_reset), _messages(obs.messages)),))
     last = len(trajectory.turns) - 1
     for turn in trajectory.turns:
+        if turn.truncated:  # a reply cut by the token budget was never given to the env
+            break
         try:
             obs, reward, terminated, truncated, info = env.step(turn.action)
         except Exception as exc:  # noqa: BLE001

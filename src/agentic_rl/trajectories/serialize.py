@@ -22,7 +22,7 @@ Record layout (schema version 2; version 1 lacked the optional keys below)::
             "tool_call_errors": [{"raw", "message"}]},
             "observation": {"messages": [...], "tools": [{...}]} | null, "reward",
             "tool_results": [{"call_id", "name", "content", "ok"}],
-            "token_ids", "loss_mask", "logprobs", "info"}
+            "token_ids", "loss_mask", "logprobs", "info", "truncated"}
 
 Optional top-level keys with a meaning (the store gives them columns): ``run_id``, ``phase``,
 ``tag``, ``step``, ``rl_step``, ``policy_version`` (optimizer updates of the sampling policy),
@@ -30,7 +30,8 @@ Optional top-level keys with a meaning (the store gives them columns): ``run_id`
 (``{"turn": [float], "token": [float]}``) and ``timings`` (``{name: seconds}``).
 
 ``segment_starts`` (``[int]``, the trajectory's field) is written for every trajectory; a record
-without it (written before segments existed) reads back with one segment, ``(0,)``.
+without it (written before segments existed) reads back with one segment, ``(0,)``. Likewise a
+turn without ``truncated`` (``Turn.truncated``, a reply cut by a token budget) reads back False.
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ def _turn_to_dict(turn: Turn) -> dict[str, Any]:
         "loss_mask": list(turn.loss_mask),
         "logprobs": list(turn.logprobs),
         "info": dict(turn.info),
+        "truncated": turn.truncated,
     }
 
 
@@ -184,6 +186,7 @@ def _turn_from_dict(d: dict[str, Any]) -> Turn:
         loss_mask=tuple(d["loss_mask"]),
         logprobs=tuple(float(x) for x in d["logprobs"]),
         info=d["info"],
+        truncated=bool(d.get("truncated", False)),
     )
 
 
