@@ -259,7 +259,8 @@ def test_every_float_key_must_be_finite(key, value):
 
 
 def test_float_keys_cover_every_section():
-    assert {"algorithm.lr", "algorithm.kl_coef", "warmup.lr", "reward.outcome", "rollout.temperature"} <= set(FLOAT_KEYS)
+    wanted = {"algorithm.lr", "algorithm.kl_coef", "warmup.lr", "reward.outcome", "rollout.temperature"}
+    assert wanted <= set(FLOAT_KEYS)
 
 
 @pytest.mark.parametrize("key", ["seed", "env.train_seed_start", "warmup.seed_start", "eval.seed_start"])

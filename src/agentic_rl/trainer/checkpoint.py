@@ -161,8 +161,9 @@ def load_trainer_state(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise RunDirError(f"checkpoint file missing: {path}") from None
     except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError, EOFError, UnpicklingError, ...
+        detail = " ".join(str(exc).split())[:200]
         raise RunDirError(f"corrupt or unsafe checkpoint file {path} (truncated, overwritten, or not a "
-                          f"weights-only checkpoint): {type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
+                          f"weights-only checkpoint): {type(exc).__name__}: {detail}") from None
     missing = [k for k in _STATE_KEYS if not isinstance(blob, dict) or k not in blob]
     if missing:
         raise RunDirError(f"checkpoint file {path} lacks {', '.join(missing)} (not a trainer_state.pt)")

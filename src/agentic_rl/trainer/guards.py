@@ -64,5 +64,5 @@ def check_finite_weights(params: Iterable[torch.Tensor], where: str) -> None:
     if not bool(torch.isfinite(norm)):
         bad = next((f"parameter tensor #{i}" for i, t in enumerate(tensors) if not bool(torch.isfinite(t).all())),
                    "their norm overflows")
-        raise NonFiniteError(f"non-finite weights {where} ({bad}): training stopped, and neither this "
-                             "checkpoint nor a final model is written; lower the learning rate (algorithm.lr / warmup.lr)")
+        raise NonFiniteError(f"non-finite weights {where} ({bad}): training stopped, and neither this checkpoint "
+                             "nor a final model is written; lower the learning rate (algorithm.lr / warmup.lr)")
