@@ -277,8 +277,11 @@ def print_report(summary: dict[str, Any]) -> None:
         for lv, lift in r["lift_points_by_level"].items():
             print(f"    {lv}: {_signed(lift)} (n={lift['n_tasks']})")
         perf = r["perf"]
-        print(f"  wall {perf['wall_s']} s; RL steps {perf['rl_steps']}; "
-              f"median rollout {perf['median_rollout_time_s']} s, update {perf['median_update_time_s']} s")
+        def secs(v):
+            return "–" if v is None else f"{v:.1f}"
+
+        print(f"  wall {secs(perf['wall_s'])} s; RL steps {perf['rl_steps']}; "
+              f"median rollout {secs(perf['median_rollout_time_s'])} s, update {secs(perf['median_update_time_s'])} s")
     m = summary["mean_lift_points"]
     print(f"\nmean lift over {m['n_runs']} runs: {_signed(m)} points (pooled paired bootstrap, "
           f"{summary['resamples']} resamples)\n")
