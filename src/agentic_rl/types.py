@@ -70,7 +70,8 @@ class ToolCall:
         name: tool name as written by the model.
         arguments: decoded JSON object of arguments.
         raw: the exact text of the call between the tags (for audit and viewers).
-        id: position-based id, unique within the episode (``call_<turn>_<index>``).
+        id: position-based id, unique within the episode (``call_<turn>_<k>``, ``k`` = the
+            position of its ``<tool_call>`` block among all blocks of the message).
     """
 
     name: str
@@ -95,7 +96,8 @@ class ToolResult:
     """The outcome of one tool call, as shown to the policy.
 
     Attributes:
-        call_id: id of the ``ToolCall`` it answers ("" for parser errors).
+        call_id: id of the ``ToolCall`` it answers; for a parser error, the id of its place in the
+            message (``call_<turn>_<k>``), or "" where that is not known.
         name: tool name ("" when unknown).
         content: text shown to the model.
         ok: False when the call failed (unknown tool, bad arguments, tool raised).
