@@ -200,7 +200,7 @@ class AlgorithmConfig:
     """
 
     name: str = "grpo"
-    steps: int = 14
+    steps: int = 7
     tasks_per_step: int = 4
     group_size: int = 8
     lr: float = 3e-5
@@ -261,7 +261,7 @@ class EvalConfig:
 
     size: int = 100
     seed_start: int = 1_000_000
-    every: int = 7
+    every: int = 0
     base: bool = True
 
 
