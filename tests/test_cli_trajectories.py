@@ -68,3 +68,95 @@ def test_eval_user_errors(capsys, tmp_path):
     assert "unknown env id" in capsys.readouterr().err
     assert main(["eval", "--k", "0"]) == 2
     assert main(["eval", "--model", str(tmp_path / "missing")]) == 2
+
+
+# -- corrupted run files: one error line naming the file, exit 2 --------------------------
+
+
+def _error_line(capsys, argv) -> str:
+    rc = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error:"), err
+    return err[0]
+
+
+@pytest.fixture(scope="module")
+def small_run(tiny_model_dir, tmp_path_factory):
+    """A real run of the tiny model: one RL step (checkpointed) and the final eval, no warm-up."""
+    out = tmp_path_factory.mktemp("corrupt-runs")
+    return train(load_config(None, [
+        f"model.path='{tiny_model_dir}'", "model.num_threads=1", "warmup.enabled=false", "eval.base=false",
+        "eval.size=1", "algorithm.steps=1", "algorithm.tasks_per_step=1", "algorithm.group_size=2",
+        "checkpoint_every=1", "rollout.max_new_tokens=12", "rollout.max_turns=2", f"output_dir='{out}'"]))
+
+
+@pytest.fixture
+def run_copy(small_run, tmp_path):
+    import shutil
+
+    return shutil.copytree(small_run, tmp_path / "run")
+
+
+def _truncate(path, keep: int = 100) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:keep])
+
+
+@pytest.mark.parametrize("name", ["trainable.safetensors", "trainer_state.pt"])
+def test_truncated_checkpoint_on_resume_and_eval(run_copy, capsys, name):
+    checkpoint = run_copy / "checkpoints" / "step-000001"
+    _truncate(checkpoint / name)
+    line = _error_line(capsys, ["train", "--resume", str(run_copy)])
+    assert str(checkpoint / name) in line and "corrupt" in line
+    if name == "trainable.safetensors":  # eval reads only the weights of a checkpoint
+        line = _error_line(capsys, ["eval", "--model", str(checkpoint), "--episodes", "1"])
+        assert str(checkpoint / name) in line
+
+
+def test_resume_refuses_a_pickle_that_is_not_plain_data(run_copy, capsys):
+    """trainer_state.pt is loaded weights-only: a pickled object (code on load) is refused."""
+    import torch
+
+    path = run_copy / "checkpoints" / "step-000001" / "trainer_state.pt"
+    blob = torch.load(path, weights_only=True)
+    blob["extra"] = PickledObject()  # unpickling it would import and build an arbitrary class
+    torch.save(blob, path)
+    line = _error_line(capsys, ["train", "--resume", str(run_copy)])
+    assert str(path) in line and "weights-only" in line
+
+
+class PickledObject:
+    """Stands for any class a malicious pickle could name."""
+
+
+def test_truncated_final_model_on_eval(run_copy, capsys):
+    weights = run_copy / "final_model" / "model.safetensors"
+    _truncate(weights)
+    line = _error_line(capsys, ["eval", "--model", str(run_copy), "--episodes", "1"])
+    assert str(run_copy / "final_model") in line
+
+
+def _corrupt_shard(shard, how: str) -> None:
+    if how == "truncated":
+        _truncate(shard, shard.stat().st_size // 2)
+    elif how == "zero-byte":
+        shard.write_bytes(b"")
+    elif how == "bit-flipped":
+        data = bytearray(shard.read_bytes())
+        data[len(data) // 2] ^= 0x10
+        shard.write_bytes(bytes(data))
+    else:
+        shard.unlink()
+
+
+@pytest.mark.parametrize("how", ["truncated", "zero-byte", "bit-flipped", "deleted"])
+def test_corrupt_or_missing_shard_in_view_replay_export(run_copy, capsys, tmp_path, how):
+    shards = sorted((run_copy / "trajectories").glob("part-*.parquet"))
+    assert len(shards) == 2  # the RL step, the final eval: one shard each
+    shard = shards[0]
+    _corrupt_shard(shard, how)
+    for argv in (["view", str(run_copy), "--no-tokens"], ["replay", str(run_copy), "--trajectory", "x"],
+                 ["export", str(run_copy), "--out", str(tmp_path / "ds")]):
+        line = _error_line(capsys, argv)
+        assert str(shard) in line, line
+        assert ("missing" if how == "deleted" else "corrupt") in line

@@ -54,7 +54,9 @@ def load_model_spec(spec: str, *, device: str = "cpu"):
     base model with the checkpoint's trainable weights; LoRA adapters are re-attached).
 
     Raises:
-        ModelNotFoundError: nothing loadable at ``spec``; a checkpoint that does not fit its run's model.
+        ModelNotFoundError: nothing loadable at ``spec``; a checkpoint that does not fit its run's model;
+            a corrupt weights file.
+        RunDirError: a checkpoint file is truncated or corrupt (names it).
     """
     from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
 
@@ -64,7 +66,13 @@ def load_model_spec(spec: str, *, device: str = "cpu"):
     if (path / "final_model" / "config.json").is_file():
         path = path / "final_model"
     model_dir = resolve_model_dir(str(path) if path.exists() else spec)
-    return load_model(model_dir, device=device), load_tokenizer(model_dir)
+    from safetensors import SafetensorError
+
+    try:
+        model = load_model(model_dir, device=device)
+    except SafetensorError as exc:  # a truncated or overwritten weights file
+        raise ModelNotFoundError(f"{model_dir}: corrupt model weights (truncated or overwritten?): {exc}") from None
+    return model, load_tokenizer(model_dir)
 
 
 def _load_checkpoint(path: Path, device: str):
@@ -395,7 +403,10 @@ def _report_of(path: Path) -> dict[str, Any]:
     report = eval_report(trajectories)
     summary = path / "summary.json"
     if summary.is_file():
-        report["timings_seconds"] = json.loads(summary.read_text()).get("timings_seconds", {})
+        try:
+            report["timings_seconds"] = json.loads(summary.read_text()).get("timings_seconds", {})
+        except (ValueError, AttributeError) as exc:
+            raise RunDirError(f"{summary}: not a run summary ({exc})") from None
     return report
 
 

@@ -179,3 +179,17 @@ def test_replay_whole_run_errors(recorded_run, capsys):
     assert "no trajectory" in capsys.readouterr().err
     assert main(["replay", str(recorded_run), "--logprobs", "x"]) == 2
     assert "needs --trajectory" in capsys.readouterr().err
+
+
+def test_compare_with_a_corrupt_summary_is_one_error_line(recorded_run, tmp_path, capsys):
+    import shutil
+
+    run = shutil.copytree(recorded_run, tmp_path / "run")
+    store = TrajectoryStore(run / "trajectories")  # mark the eval shard as the final evaluation
+    records = list(store.read(phase="eval"))
+    store.delete_where(lambda r: r["phase"] == "eval")
+    store.append([{**r, "tag": "final"} for r in records])
+    (run / "summary.json").write_text('{"timings_seconds": ')  # torn
+    assert main(["compare", str(run), str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "summary.json" in err[0]
