@@ -12,6 +12,7 @@ import pytest
 
 from agentic_rl import allocator
 from agentic_rl.allocator import ENV_SWITCH, active_allocator, allocator_env, mimalloc_path
+from tests.recipe_settings import SIMPLE_SAMPLING
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="LD_PRELOAD is Linux-only")
 
@@ -86,6 +87,7 @@ def test_train_command_runs_under_mimalloc_and_records_it(tiny_model_dir, tmp_pa
     """The real command: ``python -m agentic_rl.cli train`` re-executes itself under mimalloc and
     the run's summary.json says so (a one-step run of a tiny random Llama)."""
     overrides = [f"model.path='{tiny_model_dir}'", "model.num_threads=1", "algorithm.steps=1",
+                 *SIMPLE_SAMPLING,
                  "algorithm.tasks_per_step=1", "algorithm.group_size=2", "warmup.enabled=false", "eval.size=1",
                  "eval.base=false", "rollout.max_new_tokens=8", f"output_dir='{tmp_path}'", "tracking.tensorboard=false"]
     cmd = [sys.executable, "-m", "agentic_rl.cli", "train", *[a for o in overrides for a in ("--set", o)]]

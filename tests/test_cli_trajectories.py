@@ -10,10 +10,12 @@ import pytest
 from agentic_rl.cli import main
 from agentic_rl.config import load_config
 from agentic_rl.trainer.recipe import train
+from tests.recipe_settings import SIMPLE_SAMPLING
 
 
 def _overrides(model_dir, out):
-    return [f"model.path='{model_dir}'", "model.num_threads=1", "algorithm.steps=1", "algorithm.tasks_per_step=1",
+    return [f"model.path='{model_dir}'", "model.num_threads=1", "algorithm.steps=1", *SIMPLE_SAMPLING,
+            "algorithm.tasks_per_step=1",
             "algorithm.group_size=2", "warmup.num_demos=2", "warmup.batch_size=2", "eval.size=3", "eval.base=false",
             "checkpoint_every=1", f"output_dir='{out}'", "rollout.max_new_tokens=24"]
 
@@ -86,7 +88,8 @@ def small_run(tiny_model_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("corrupt-runs")
     return train(load_config(None, [
         f"model.path='{tiny_model_dir}'", "model.num_threads=1", "warmup.enabled=false", "eval.base=false",
-        "eval.size=1", "algorithm.steps=1", "algorithm.tasks_per_step=1", "algorithm.group_size=2",
+        "eval.size=1", "algorithm.steps=1", *SIMPLE_SAMPLING,
+            "algorithm.tasks_per_step=1", "algorithm.group_size=2",
         "checkpoint_every=1", "rollout.max_new_tokens=12", "rollout.max_turns=2", f"output_dir='{out}'"]))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentic_rl.cli import main
+from tests.recipe_settings import SIMPLE_SAMPLING
 
 
 def _error_line(capsys, argv) -> str:
@@ -72,7 +73,8 @@ def test_training_that_diverges_stops_with_one_error_and_no_final_model(tiny_mod
     1e30, the second step's loss or gradient is NaN; training stops there, before that step
     changes a weight, and writes no final_model."""
     sets = [f"model.path='{tiny_model_dir}'", "model.num_threads=1", f"output_dir='{tmp_path}'", "eval.base=false",
-            "warmup.num_demos=4", "warmup.batch_size=2", "warmup.lr=1e30", "algorithm.steps=1", "eval.size=1"]
+            "warmup.num_demos=4", "warmup.batch_size=2", "warmup.lr=1e30", "algorithm.steps=1",
+            *SIMPLE_SAMPLING, "eval.size=1"]
     line = _error_line(capsys, ["train", *[a for s in sets for a in ("--set", s)]])
     assert "non-finite" in line and "warmup.lr" in line
     (run_dir,) = tmp_path.iterdir()

@@ -16,12 +16,14 @@ from agentic_rl.trainer.credit import ALGORITHMS
 from agentic_rl.trainer.recipe import train
 from agentic_rl.trainer.run_dir import MetricsLog
 from agentic_rl.trajectories import TrajectoryStore
+from tests.recipe_settings import SIMPLE_SAMPLING
 
 
 def _overrides(model_dir, output_dir, name: str, *extra: str) -> list[str]:
     return [
         f"model.path='{model_dir}'", "model.num_threads=1", f"output_dir='{output_dir}'", f"name='{name}'",
-        f"algorithm.name='{name}'", "algorithm.steps=2", "algorithm.tasks_per_step=2", "algorithm.group_size=2",
+        f"algorithm.name='{name}'", "algorithm.steps=2", *SIMPLE_SAMPLING,
+        "algorithm.tasks_per_step=2", "algorithm.group_size=2",
         "algorithm.skip_zero_advantage=false", "warmup.enabled=false", "eval.base=false", "eval.size=1",
         "eval.every=0", "rollout.max_new_tokens=12", "rollout.max_turns=2", "checkpoint_every=1", *extra,
     ]

@@ -23,6 +23,7 @@ from agentic_rl.trainer.checkpoint import latest_checkpoint
 from agentic_rl.trainer.recipe import train
 from agentic_rl.trainer.run_dir import MetricsLog
 from agentic_rl.trajectories import TrajectoryStore
+from tests.recipe_settings import SIMPLE_SAMPLING
 
 
 def _tiny_overrides(model_dir: Path, output_dir: Path, steps: int) -> list[str]:
@@ -30,6 +31,7 @@ def _tiny_overrides(model_dir: Path, output_dir: Path, steps: int) -> list[str]:
         f"model.path='{model_dir}'",
         "model.num_threads=1",
         f"algorithm.steps={steps}",
+        *SIMPLE_SAMPLING,
         "algorithm.tasks_per_step=2",
         "algorithm.group_size=2",
         "warmup.num_demos=4",
@@ -216,7 +218,7 @@ def test_kill_and_resume(tiny_model_dir, tmp_path):
 @pytest.mark.slow
 def test_smollm2_two_step_run(model_dir, tmp_path):
     config = load_config(None, [
-        "algorithm.steps=2",
+        "algorithm.steps=2", *SIMPLE_SAMPLING,
         "algorithm.tasks_per_step=2",
         "algorithm.group_size=2",
         "warmup.num_demos=4",
@@ -346,3 +348,28 @@ def test_sampler_dtype_is_validated():
         load_config(None, ["model.sampler='hf'", "model.sampler_dtype='bfloat16'"])
     with pytest.raises(ConfigError, match="sampler_dtype must be one of"):
         load_config(None, ["model.sampler_dtype='float16'"])
+
+
+def test_dynamic_sampling_refills_to_its_cap_and_counts_the_shortfall(tiny_model_dir, tmp_path):
+    """The default sampling end to end on a random tiny model (every outcome 0): no group is
+    informative, so each step runs max_sample_rounds rounds of new tasks, trains nothing and logs
+    the shortfall; the stored rollouts are every round's, with distinct seeds from the task pool."""
+    config = load_config(None, [
+        f"model.path='{tiny_model_dir}'", "model.num_threads=1", f"output_dir='{tmp_path}'", "algorithm.steps=2",
+        "algorithm.tasks_per_step=2", "algorithm.group_size=2", "algorithm.rollout_tasks=3",
+        "algorithm.max_sample_rounds=2", "warmup.enabled=false", "eval.base=false", "eval.size=1",
+        "rollout.max_new_tokens=8", "rollout.max_turns=1", "tracking.tensorboard=false"])
+    assert config.algorithm.dynamic_sampling and config.algorithm.task_sampling == "difficulty"
+    run_dir = train(config)
+    rl = _rows(run_dir, "rl")
+    assert [r["rl_step"] for r in rl] == [1, 2]
+    for r in rl:
+        assert r["rollout/sample_rounds"] == 2 and r["rollout/groups_sampled"] == 6
+        assert r["rollout/groups_informative"] == 0 and r["rollout/groups_shortfall"] == 2
+        assert "train/loss" not in r and r["train/trajectories"] == 0
+        assert {k for k in r if k.startswith("pool/accept/")} == {"pool/accept/direct", "pool/accept/multi_op",
+                                                                   "pool/accept/word"}
+    records = list(TrajectoryStore(run_dir / "trajectories").read(phase="rl"))
+    assert len(records) == 2 * 6 * 2
+    seeds = [r["seed"] for r in records]
+    assert len(set(seeds)) == 2 * 6  # 6 groups a step, every task new

@@ -19,12 +19,13 @@ from agentic_rl.errors import ConfigError
 from agentic_rl.trainer.recipe import train
 from agentic_rl.trainer.run_dir import MetricsLog
 from agentic_rl.trajectories import TrajectoryStore
+from tests.recipe_settings import SIMPLE_SAMPLING
 
 TASKS, GROUP, EVAL = 4, 2, 2
 
 
 def _overrides(model_dir: Path, output_dir: Path) -> list[str]:
-    return [f"model.path='{model_dir}'", "model.num_threads=1", "algorithm.steps=1",
+    return [f"model.path='{model_dir}'", "model.num_threads=1", "algorithm.steps=1", *SIMPLE_SAMPLING,
             f"algorithm.tasks_per_step={TASKS}", f"algorithm.group_size={GROUP}", "warmup.num_demos=4",
             "warmup.batch_size=2", f"eval.size={EVAL}", "eval.base=false", "tracking.tensorboard=false",
             f"output_dir='{output_dir}'", "rollout.max_new_tokens=48"]
