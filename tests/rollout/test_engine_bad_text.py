@@ -74,7 +74,8 @@ def test_surrogate_escapes_and_huge_integers_in_tool_calls_are_observations(chat
     def reply(i, ctx):
         return calls[i] if _turn_of(ctx) == 0 else envs[i].oracle_reply() or ""
 
-    trajs = run_episodes(ScriptedPolicy(chat, reply), chat, envs, [0, 1, 2], ["a", "b", "c"], RolloutConfig())
+    config = RolloutConfig(max_new_tokens=6000, max_total_tokens=8192)  # room for 5,000 digits in one reply
+    trajs = run_episodes(ScriptedPolicy(chat, reply), chat, envs, [0, 1, 2], ["a", "b", "c"], config)
     assert [t.stop_reason for t in trajs] == [StopReason.TERMINATED] * 3
     results = [t.turns[0].tool_results[0] for t in trajs]
     assert not any(r.ok for r in results)
