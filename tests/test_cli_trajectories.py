@@ -17,7 +17,7 @@ def _overrides(model_dir, out):
     return [f"model.path='{model_dir}'", "model.num_threads=1", "algorithm.steps=1", *SIMPLE_SAMPLING,
             "algorithm.tasks_per_step=1",
             "algorithm.group_size=2", "warmup.num_demos=2", "warmup.batch_size=2", "eval.size=3", "eval.base=false",
-            "checkpoint_every=1", f"output_dir='{out}'", "rollout.max_new_tokens=24"]
+            "checkpoint_every=1", f"output_dir='{out}'", "rollout.max_new_tokens=48"]
 
 
 @pytest.fixture(scope="module")
