@@ -578,17 +578,23 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
 
 
 def make_task_pool(run: Run) -> TaskPool | None:
-    """The run's task pool (None for ``task_sampling = "sequential"``); levels are read from a
-    probe env's reset info (``info["level"]``, cached per seed)."""
+    """The run's task pool (None for ``task_sampling = "sequential"``); a candidate's level is read
+    from a fresh env's reset info (``info["level"]``); an env without levels is probed once."""
     cfg = run.config
     if cfg.algorithm.task_sampling == "sequential":
         return None
+    leveled = [True]  # an env whose reset info has no "level" is one level: probed once, then never again
+
     def level_of(seed: int) -> str:
+        if not leveled[0]:
+            return ""
         env = make(cfg.env.id, **_replay_kwargs(run))
         try:
-            return str(env.reset(seed=seed)[1].get("level", ""))
+            level = env.reset(seed=seed)[1].get("level")
         finally:
             env.close()
+        leveled[0] = level is not None
+        return "" if level is None else str(level)
 
     ctx = run.scale.ctx
     return TaskPool(seed=cfg.seed * max(ctx.world_size, 1) + ctx.rank, seed_start=cfg.env.train_seed_start,
