@@ -72,8 +72,10 @@ def _cpu_seconds(text: str) -> float:
 ])
 def test_adversarial_messages_parse_in_linear_time(unit):
     small, large = _cpu_seconds(unit * 10_000), _cpu_seconds(unit * 50_000)
-    assert large < 1.0, f"{large:.2f} s of CPU for 50,000 blocks"
-    assert large < 12 * max(small, 0.005), (small, large)  # 5x the input: ~5x the time, not 25x
+    # relative, not a speed target: 5x the input costs ~5x the time (quadratic: 25x; before the fix
+    # 50,000 unclosed tags took 8 s); the absolute bound only catches a hang on a slow machine
+    assert large < 12 * max(small, 0.005), (small, large)
+    assert large < 10.0, f"{large:.2f} s of CPU for 50,000 blocks"
     calls, errors = parse_tool_calls(unit * 50_000)
     assert (len(calls), len(errors)) == (0, 50_000)
 
