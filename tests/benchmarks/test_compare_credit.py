@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.recipe_settings import SIMPLE_SAMPLING
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "compare_credit.py"
 
@@ -22,7 +23,8 @@ def compare():
 
 def test_compare_credit_tiny(compare, tiny_model_dir, tmp_path):
     out = tmp_path / "cmp"
-    sets = ["model.num_threads=1", "rollout.max_new_tokens=64", "rollout.max_turns=4", "warmup.num_demos=2",
+    # 128 tokens: a reply cut by the budget ends the episode, and search-qa's oracle replies need the room
+    sets = ["model.num_threads=1", "rollout.max_new_tokens=128", "rollout.max_turns=4", "warmup.num_demos=2", *SIMPLE_SAMPLING,
             "warmup.batch_size=2", "algorithm.tasks_per_step=1", "algorithm.group_size=2"]
     argv = ["--out", str(out), "--model", str(tiny_model_dir), "--budget-s", "0.01", "--eval-size", "1",
             "--eval-every", "1", "--envs", "calculator-v0", "search-qa-v0", "--algorithms", "grpo", "ppo"]
