@@ -206,8 +206,9 @@ def sample_with_refill(rollout: Callable[[int], list[Trajectory]], *, groups_nee
         rounds += 1
         groups = list(dict.fromkeys(t.group_id for t in batch))
         sampled += len(groups)
-        good = informative_groups(batch) if dynamic else groups
-        informative += len(informative_groups(batch))
+        differing = informative_groups(batch)
+        informative += len(differing)
+        good = differing if dynamic else groups
         take = set(good[: groups_needed - len(kept)]) if dynamic else set(groups)
         kept += [g for g in groups if g in take]
         train += [t for t in batch if t.group_id in take]
