@@ -265,6 +265,22 @@ def deduplicate(trajectories: Sequence[Trajectory], advantages: Sequence[Advanta
     return representatives, owner
 
 
+def _collapse_copies(trajectories, advantages, seq_weights: Tensor, *, enabled: bool):
+    """The distinct rows of :func:`deduplicate` with their summed sequence weights.
+
+    Returns ``(trajectories, advantages, seq_weights [R], owner or None, multiplicity [R])``:
+    ``owner`` maps every input row to its distinct row (None when nothing was collapsed) and
+    ``multiplicity`` counts the copies of each distinct row.
+    """
+    if enabled:
+        reps, owner = deduplicate(trajectories, advantages)
+        if len(reps) < len(trajectories):
+            multiplicity = torch.bincount(torch.tensor(owner), minlength=len(reps)).double()
+            return ([trajectories[i] for i in reps], [advantages[i] for i in reps],
+                    seq_weights[torch.tensor(reps)] * multiplicity, owner, multiplicity)
+    return trajectories, advantages, seq_weights, None, torch.ones(len(trajectories), dtype=torch.float64)
+
+
 _SUMS = ("kl", "clip_fraction", "ratio_mean", "entropy", "logprob_diff", "value_loss", "value_clip_fraction",
          "explained_variance", "value_mean")
 
@@ -342,13 +358,8 @@ def policy_gradient_update(
         if out is not None:
             out[:] = [[0.0] * len(t.token_ids) for t in trajectories]
     # exact copies are trained once with their summed loss weight (a critic reads per-row values: off then)
-    reps, owner = deduplicate(trajectories, advantages) if critic is None else (list(range(len(trajectories))), None)
-    if owner is not None and len(reps) < len(trajectories):
-        multiplicity = torch.bincount(torch.tensor(owner), minlength=len(reps)).double()
-        seq_weights = seq_weights[torch.tensor(reps)] * multiplicity
-        trajectories, advantages = [trajectories[i] for i in reps], [advantages[i] for i in reps]
-    else:
-        owner, multiplicity = None, torch.ones(len(trajectories), dtype=torch.float64)
+    trajectories, advantages, seq_weights, owner, multiplicity = _collapse_copies(
+        trajectories, advantages, seq_weights, enabled=critic is None)
     unique_out = ([[0.0] * len(t.token_ids) for t in trajectories] if advantages_out is not None else None)
     for idx in micro_batches([len(t.token_ids) for t in trajectories], micro_batch_size, micro_batch_tokens):
         mb = [trajectories[i] for i in idx]
@@ -400,7 +411,7 @@ def policy_gradient_update(
     if critic is not None:
         out["train/value_loss"] = sums["value_loss"]  # already normalised by the step's tokens
         _finish_step(critic.head, critic.optimizer, critic.max_grad_norm)
-    out.update({"train/grad_norm": grad_norm, "train/tokens": float(total), "train/rows_trained": float(len(reps))})
+    out.update({"train/grad_norm": grad_norm, "train/tokens": float(total), "train/rows_trained": float(len(trajectories))})
     return out
 
 
