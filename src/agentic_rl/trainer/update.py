@@ -380,7 +380,7 @@ def policy_gradient_update(
             sums[k] += v
         weights = seq_weights.to(logprobs.device)[torch.as_tensor(idx, device=logprobs.device)][batch.rows]
         copies = multiplicity.to(logprobs.device)[torch.as_tensor(idx, device=logprobs.device)][batch.rows].float()
-        loss, m = ppo_clip_loss(logprobs, batch.old_logprobs, adv.to(logprobs.device), weights,
+        loss, _ = ppo_clip_loss(logprobs, batch.old_logprobs, adv.to(logprobs.device), weights,
                                 clip_eps_low=clip_eps_low, clip_eps_high=clip_eps_high, normalizer=1.0,
                                 dual_clip=dual_clip)
         if kl_mode == "loss" and kl_coef > 0:
@@ -389,17 +389,8 @@ def policy_gradient_update(
         _record_advantages(unique_out if advantages_out is not None else None, idx, adv, batch)
         if values is not None:
             _record_advantages(values_out, idx, values, batch)
-        # metric sums over every input row: each distinct row counts as often as it occurs
-        ratio = torch.exp(logprobs.detach() - batch.old_logprobs)
-        a = adv.to(ratio.device)
-        clipped = (((ratio > 1 + clip_eps_high) & (a > 0)) | ((ratio < 1 - clip_eps_low) & (a < 0))).float()
         sums["loss"] += loss.item()
-        sums["kl"] += float((kl.detach() * copies).sum())
-        sums["clip_fraction"] += float((clipped * copies).sum())
-        sums["ratio_mean"] += float((ratio * copies).sum())
-        sums["entropy"] += float((entropy * copies).sum())
-        sums["logprob_diff"] += float(((logprobs.detach() - batch.old_logprobs).abs() * copies).sum())
-        sums["advantage"] += float((adv.to(copies.device) * copies).sum())
+        _add_token_sums(sums, logprobs, batch.old_logprobs, adv, kl, entropy, copies, clip_eps_low, clip_eps_high)
     if advantages_out is not None:
         advantages_out[:] = [list(unique_out[owner[j]] if owner is not None else unique_out[j])
                              for j in range(len(all_trajectories))]
@@ -413,6 +404,22 @@ def policy_gradient_update(
         _finish_step(critic.head, critic.optimizer, critic.max_grad_norm)
     out.update({"train/grad_norm": grad_norm, "train/tokens": float(total), "train/rows_trained": float(len(trajectories))})
     return out
+
+
+def _add_token_sums(sums: dict, logprobs: Tensor, old_logprobs: Tensor, adv: Tensor, kl: Tensor, entropy: Tensor,
+                    copies: Tensor, clip_eps_low: float, clip_eps_high: float) -> None:
+    """Add a micro-batch's per-token metric sums (all [N]) to ``sums``, each distinct row counted
+    ``copies`` times (so the metrics are those of every input row); clip fraction as in
+    :func:`~agentic_rl.algorithms.ppo_clip_loss` (the clipped term active)."""
+    ratio = torch.exp(logprobs.detach() - old_logprobs)
+    a = adv.to(ratio.device)
+    clipped = (((ratio > 1 + clip_eps_high) & (a > 0)) | ((ratio < 1 - clip_eps_low) & (a < 0))).float()
+    sums["kl"] += float((kl.detach() * copies).sum())
+    sums["clip_fraction"] += float((clipped * copies).sum())
+    sums["ratio_mean"] += float((ratio * copies).sum())
+    sums["entropy"] += float((entropy * copies).sum())
+    sums["logprob_diff"] += float(((logprobs.detach() - old_logprobs).abs() * copies).sum())
+    sums["advantage"] += float((a * copies).sum())
 
 
 def _record_advantages(out: list | None, idx: Sequence[int], adv: Tensor, batch: PackedBatch) -> None:
