@@ -7,8 +7,8 @@ not make them flaky.
 
 from __future__ import annotations
 
-import json
 import gc
+import json
 import time
 
 import pytest
