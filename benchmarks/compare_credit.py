@@ -112,31 +112,70 @@ def _curves(run_dir: Path, start: dict[str, Any] | None) -> dict[str, Any]:
     for r in rl:
         clock += r["perf/step_time_s"]
         seconds[r["rl_step"]] = clock
-        train.append({"rl_step": r["rl_step"], "seconds": clock, "reward": r.get("rollout/reward_total"),
-                      "success": r.get("rollout/success")})
-    evals = [{"rl_step": 0, "seconds": 0.0, "success": start.get("eval/success"),
-              "reward": start.get("eval/reward_total")}] if start else []
+        train.append(
+            {
+                "rl_step": r["rl_step"],
+                "seconds": clock,
+                "reward": r.get("rollout/reward_total"),
+                "success": r.get("rollout/success"),
+            }
+        )
+    evals = (
+        [
+            {
+                "rl_step": 0,
+                "seconds": 0.0,
+                "success": start.get("eval/success"),
+                "reward": start.get("eval/reward_total"),
+            }
+        ]
+        if start
+        else []
+    )
     for r in rows:
         if r.get("phase") == "eval" and r.get("tag") not in ("base", "warmup"):
-            evals.append({"rl_step": r["rl_step"], "seconds": seconds.get(r["rl_step"], clock),
-                          "success": r.get("eval/success"), "reward": r.get("eval/reward_total")})
+            evals.append(
+                {
+                    "rl_step": r["rl_step"],
+                    "seconds": seconds.get(r["rl_step"], clock),
+                    "success": r.get("eval/success"),
+                    "reward": r.get("eval/reward_total"),
+                }
+            )
     final = evals[-1] if evals else {}
-    return {"run_dir": str(run_dir), "rl_steps": len(rl), "rl_seconds": clock, "train": train, "evals": evals,
-            "final_success": final.get("success"), "final_reward": final.get("reward"),
-            "start_success": start.get("eval/success") if start else None}
+    return {
+        "run_dir": str(run_dir),
+        "rl_steps": len(rl),
+        "rl_seconds": clock,
+        "train": train,
+        "evals": evals,
+        "final_success": final.get("success"),
+        "final_reward": final.get("reward"),
+        "start_success": start.get("eval/success") if start else None,
+    }
 
 
 def run_comparison(args: argparse.Namespace, progress=lambda *a: None) -> dict[str, Any]:
     """Warm-up per env, then every method for ``args.budget_s`` RL seconds; returns the results."""
-    from agentic_rl.cli import _env_overrides  # env.id plus the env's recipe defaults, as `train --env`
+    from agentic_rl.cli import (
+        _env_overrides,
+    )  # env.id plus the env's recipe defaults, as `train --env`
     from agentic_rl.config import load_config
     from agentic_rl.trainer.recipe import train
 
     results: dict[str, Any] = {"budget_s": args.budget_s, "envs": {}}
     for env_id in args.envs:
         env_dir = Path(args.out) / env_id
-        base = _env_overrides(env_id, [f"model.path='{args.model}'", f"output_dir='{env_dir}'",
-                                       f"eval.size={args.eval_size}", "eval.base=false", *args.set])
+        base = _env_overrides(
+            env_id,
+            [
+                f"model.path='{args.model}'",
+                f"output_dir='{env_dir}'",
+                f"eval.size={args.eval_size}",
+                "eval.base=false",
+                *args.set,
+            ],
+        )
         if args.no_warmup:
             start_model, start_row = Path(args.model), None
         elif args.warmup_from:
@@ -146,12 +185,20 @@ def run_comparison(args: argparse.Namespace, progress=lambda *a: None) -> dict[s
         per_env = {}
         for name in args.algorithms:
             print(f"[{env_id}] {name}: {args.budget_s:g} s of RL", file=sys.stderr, flush=True)
-            config = load_config(None, [
-                *base, f"model.path='{start_model}'", "warmup.enabled=false", f"name='{name}'",
-                f"algorithm.name='{name}'", f"algorithm.steps={args.max_steps}",
-                f"algorithm.time_budget_s={args.budget_s}", f"eval.every={args.eval_every}",
-                f"checkpoint_every={args.max_steps}",
-            ])
+            config = load_config(
+                None,
+                [
+                    *base,
+                    f"model.path='{start_model}'",
+                    "warmup.enabled=false",
+                    f"name='{name}'",
+                    f"algorithm.name='{name}'",
+                    f"algorithm.steps={args.max_steps}",
+                    f"algorithm.time_budget_s={args.budget_s}",
+                    f"eval.every={args.eval_every}",
+                    f"checkpoint_every={args.max_steps}",
+                ],
+            )
             per_env[name] = _curves(train(config, progress=progress), start_row)
         first = next(iter(per_env.values()))
         for name, r in list(per_env.items())[1:]:
@@ -168,18 +215,28 @@ def _fmt(x: float | None, pct: bool = False) -> str:
 
 def write_table(results: dict[str, Any], path: Path) -> str:
     """Markdown table, one row per env × method; returns the text."""
-    lines = [f"RL budget per method: {results['budget_s']:g} s (rollouts + updates; evals not counted)", "",
-             "| env | method | RL steps | RL s | start success | final success | final reward "
-             "| rollouts identical to the first method's |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"RL budget per method: {results['budget_s']:g} s (rollouts + updates; evals not counted)",
+        "",
+        "| env | method | RL steps | RL s | start success | final success | final reward "
+        "| rollouts identical to the first method's |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
     for env_id, per_env in results["envs"].items():
         for name, r in per_env.items():
             same = r.get("identical_to_first")
-            same_text = "–" if not same else (
-                f"{sum(same.values()) / len(same):.0%} (last step {_fmt(same[max(same, key=int)], True)})")
-            lines.append(f"| {env_id} | {name} | {r['rl_steps']} | {r['rl_seconds']:.0f} | "
-                         f"{_fmt(r['start_success'], True)} | {_fmt(r['final_success'], True)} | "
-                         f"{_fmt(r['final_reward'])} | {same_text} |")
+            same_text = (
+                "–"
+                if not same
+                else (
+                    f"{sum(same.values()) / len(same):.0%} (last step {_fmt(same[max(same, key=int)], True)})"
+                )
+            )
+            lines.append(
+                f"| {env_id} | {name} | {r['rl_steps']} | {r['rl_seconds']:.0f} | "
+                f"{_fmt(r['start_success'], True)} | {_fmt(r['final_success'], True)} | "
+                f"{_fmt(r['final_reward'])} | {same_text} |"
+            )
     text = "\n".join(lines) + "\n"
     path.write_text(text)
     return text
@@ -219,14 +276,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS))
     p.add_argument("--algorithms", nargs="+", default=list(DEFAULT_ALGORITHMS))
     p.add_argument("--budget-s", type=float, default=1800.0, help="RL seconds per method and env")
-    p.add_argument("--model", default="default", help="'default' (SmolLM2-135M) or a HF model directory")
+    p.add_argument(
+        "--model", default="default", help="'default' (SmolLM2-135M) or a HF model directory"
+    )
     p.add_argument("--eval-size", type=int, default=50)
     p.add_argument("--eval-every", type=int, default=4)
-    p.add_argument("--max-steps", type=int, default=10_000, help="step cap (the time budget normally ends a run)")
-    p.add_argument("--no-warmup", action="store_true", help="start every method from --model directly")
-    p.add_argument("--warmup-from", metavar="OUT", help="reuse the warm-up (start model and its eval) of an earlier "
-                   "comparison's --out folder; its eval.size/seed must match this one's")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra recipe override")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=10_000,
+        help="step cap (the time budget normally ends a run)",
+    )
+    p.add_argument(
+        "--no-warmup", action="store_true", help="start every method from --model directly"
+    )
+    p.add_argument(
+        "--warmup-from",
+        metavar="OUT",
+        help="reuse the warm-up (start model and its eval) of an earlier "
+        "comparison's --out folder; its eval.size/seed must match this one's",
+    )
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="extra recipe override"
+    )
     args = p.parse_args(argv)
     if not args.budget_s > 0:
         p.error("--budget-s must be > 0")

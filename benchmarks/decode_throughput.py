@@ -64,9 +64,15 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--model", default="default", help="default (SmolLM2), a HF model dir or a .gguf file")
-    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
-                        help="also time the bfloat16 sampler (default: when oneDNN has bf16 kernels here)")
+    parser.add_argument(
+        "--model", default="default", help="default (SmolLM2), a HF model dir or a .gguf file"
+    )
+    parser.add_argument(
+        "--bf16",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time the bfloat16 sampler (default: when oneDNN has bf16 kernels here)",
+    )
     args = parser.parse_args()
     reexec_with_allocator()  # as the agentic-rl command runs; both sides share this process and allocator
     use_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported() if args.bf16 is None else args.bf16
@@ -86,7 +92,11 @@ def main() -> None:
     ]
     sampling = SamplingParams(temperature=1.0)
     fast = FastPolicy(model, NO_EOS, tokenizer.pad_token_id)
-    bf16 = FastPolicy(model, NO_EOS, tokenizer.pad_token_id, dtype=torch.bfloat16) if use_bf16 else None
+    bf16 = (
+        FastPolicy(model, NO_EOS, tokenizer.pad_token_id, dtype=torch.bfloat16)
+        if use_bf16
+        else None
+    )
     rows, mismatch = [], []
     for batch in args.batches:
         ctx = prompts[:batch]
@@ -94,18 +104,27 @@ def main() -> None:
         ids = torch.full((batch, width), tokenizer.pad_token_id)
         mask = torch.zeros((batch, width), dtype=torch.long)
         for i, c in enumerate(ctx):
-            ids[i, width - len(c):] = torch.tensor(c)
-            mask[i, width - len(c):] = 1
+            ids[i, width - len(c) :] = torch.tensor(c)
+            mask[i, width - len(c) :] = 1
 
         def hf_generate():
             with torch.no_grad():
                 model.generate(
-                    input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                    max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
+                    input_ids=ids,
+                    attention_mask=mask,
+                    do_sample=True,
+                    temperature=1.0,
+                    top_k=0,
+                    top_p=1.0,
+                    max_new_tokens=args.new_tokens,
+                    min_new_tokens=args.new_tokens,
                     pad_token_id=tokenizer.pad_token_id,
                 )
 
-        requests = [GenerationRequest(tuple(c), args.new_tokens, episode_index=i, sample_seed=i) for i, c in enumerate(ctx)]
+        requests = [
+            GenerationRequest(tuple(c), args.new_tokens, episode_index=i, sample_seed=i)
+            for i, c in enumerate(ctx)
+        ]
 
         def fast_generate():
             fast.generate(requests, sampling)
@@ -115,29 +134,49 @@ def main() -> None:
         fast_s = _median_time(fast_generate, args.repeats)
         bf16_s = math.nan
         if bf16 is not None:
-            gens = bf16.generate(requests, sampling)  # warm-up, and the tokens whose logprobs are compared
+            gens = bf16.generate(
+                requests, sampling
+            )  # warm-up, and the tokens whose logprobs are compared
             bf16_s = _median_time(lambda: bf16.generate(requests, sampling), args.repeats)
             mismatch += _logprob_mismatch(model, requests, gens)
         tokens = batch * args.new_tokens
         limit_step = 2 * params * batch / flops_peak + 4 * params / bandwidth
         limit_tps = batch / limit_step
-        rows.append((batch, tokens / hf_s, tokens / fast_s, hf_s / fast_s, tokens / bf16_s, hf_s / bf16_s,
-                     limit_tps, tokens / fast_s / limit_tps))
+        rows.append(
+            (
+                batch,
+                tokens / hf_s,
+                tokens / fast_s,
+                hf_s / fast_s,
+                tokens / bf16_s,
+                hf_s / bf16_s,
+                limit_tps,
+                tokens / fast_s / limit_tps,
+            )
+        )
 
-    print(f"SmolLM2-135M fp32, {args.new_tokens} new tokens per row, T=1, median of {args.repeats}; "
-          f"threads={torch.get_num_threads()}, measured peak {flops_peak / 1e9:.0f} GFLOP/s, "
-          f"bandwidth {bandwidth / 1e9:.1f} GB/s; allocator {active_allocator()}")
-    print(f"{'batch':>5} | {'HF generate tok/s':>17} | {'agentic-rl fp32 tok/s':>21} | {'ratio':>6} | "
-          f"{'agentic-rl bf16 tok/s':>21} | {'ratio':>6} | {'fp32 limit tok/s':>16} | {'fp32 of limit':>13}")
+    print(
+        f"SmolLM2-135M fp32, {args.new_tokens} new tokens per row, T=1, median of {args.repeats}; "
+        f"threads={torch.get_num_threads()}, measured peak {flops_peak / 1e9:.0f} GFLOP/s, "
+        f"bandwidth {bandwidth / 1e9:.1f} GB/s; allocator {active_allocator()}"
+    )
+    print(
+        f"{'batch':>5} | {'HF generate tok/s':>17} | {'agentic-rl fp32 tok/s':>21} | {'ratio':>6} | "
+        f"{'agentic-rl bf16 tok/s':>21} | {'ratio':>6} | {'fp32 limit tok/s':>16} | {'fp32 of limit':>13}"
+    )
     for batch, hf_tps, fast_tps, ratio, bf_tps, bf_ratio, limit_tps, frac in rows:
-        print(f"{batch:>5} | {hf_tps:>17.1f} | {fast_tps:>21.1f} | {ratio:>5.2f}x | {bf_tps:>21.1f} | "
-              f"{bf_ratio:>5.2f}x | {limit_tps:>16.1f} | {frac:>12.0%}")
+        print(
+            f"{batch:>5} | {hf_tps:>17.1f} | {fast_tps:>21.1f} | {ratio:>5.2f}x | {bf_tps:>21.1f} | "
+            f"{bf_ratio:>5.2f}x | {limit_tps:>16.1f} | {frac:>12.0%}"
+        )
     if mismatch:
         diffs = torch.tensor(mismatch)
         outside = float(((diffs.exp() - 1).abs() > 0.2).float().mean())
-        print(f"bf16 sampler vs fp32 trainer, |logprob difference| over {len(mismatch)} sampled tokens: "
-              f"mean {diffs.abs().mean():.4f}, p99 {diffs.abs().quantile(0.99):.4f}, max {diffs.abs().max():.4f}; "
-              f"importance ratio outside [0.8, 1.2]: {outside:.2%} of tokens")
+        print(
+            f"bf16 sampler vs fp32 trainer, |logprob difference| over {len(mismatch)} sampled tokens: "
+            f"mean {diffs.abs().mean():.4f}, p99 {diffs.abs().quantile(0.99):.4f}, max {diffs.abs().max():.4f}; "
+            f"importance ratio outside [0.8, 1.2]: {outside:.2%} of tokens"
+        )
     elif not use_bf16:
         print("bf16 sampler: not timed (oneDNN has no bf16 kernels on this CPU; --bf16 forces it)")
 
@@ -150,7 +189,9 @@ def _logprob_mismatch(model, requests, gens) -> list[float]:
         with torch.no_grad():
             logp = torch.log_softmax(model(ids).logits[0].float(), -1)
         n = len(r.context_ids)
-        out += [logp[n - 1 + k, t].item() - lp for k, (t, lp) in enumerate(zip(g.token_ids, g.logprobs))]
+        out += [
+            logp[n - 1 + k, t].item() - lp for k, (t, lp) in enumerate(zip(g.token_ids, g.logprobs))
+        ]
     return out
 
 

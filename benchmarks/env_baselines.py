@@ -38,8 +38,16 @@ from agentic_rl.rollout import run_episodes
 from agentic_rl.trainer.evaluation import evaluate, summarize
 from agentic_rl.types import Trajectory
 
-ENV_IDS = ["calculator-v0", "math-python-v0", "code-repair-v0", "search-qa-v0", "rg/basic_arithmetic-v0",
-           "rg/chain_sum-v0", "rg/gsm_symbolic-v0", "rg/countdown-v0"]
+ENV_IDS = [
+    "calculator-v0",
+    "math-python-v0",
+    "code-repair-v0",
+    "search-qa-v0",
+    "rg/basic_arithmetic-v0",
+    "rg/chain_sum-v0",
+    "rg/gsm_symbolic-v0",
+    "rg/countdown-v0",
+]
 SEED_START = 900_000  # held out from training (0...) and warm-up (500000...) seeds
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -58,8 +66,9 @@ def recipe_config(env_id: str) -> TrainConfig:
     return load_config(None, env_overrides(env_id, []))
 
 
-def scripted(chat: ChatFormat, config: TrainConfig, seeds: list[int],
-             reply: Callable[[object, str], str]) -> list[Trajectory]:
+def scripted(
+    chat: ChatFormat, config: TrainConfig, seeds: list[int], reply: Callable[[object, str], str]
+) -> list[Trajectory]:
     """Play ``seeds`` with ``reply(env, task_text)`` through the rollout engine; score with the rubric."""
     envs = [make(config.env.id, **config.env.kwargs) for _ in seeds]
     tasks: dict[int, str] = {}
@@ -68,8 +77,14 @@ def scripted(chat: ChatFormat, config: TrainConfig, seeds: list[int],
         tasks.setdefault(i, context)  # the first context holds the task
         return reply(envs[i], tasks[i]) or ""
 
-    trajectories = run_episodes(ScriptedPolicy(chat, reply_fn), chat, envs, seeds,
-                                [f"{config.env.id}-{s}" for s in seeds], config.rollout)
+    trajectories = run_episodes(
+        ScriptedPolicy(chat, reply_fn),
+        chat,
+        envs,
+        seeds,
+        [f"{config.env.id}-{s}" for s in seeds],
+        config.rollout,
+    )
     rubric = envs[0].rubric(config.reward)
     for env in envs:
         env.close()
@@ -92,7 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--envs", default=",".join(ENV_IDS))
-    parser.add_argument("--model", default=None, help="model path or 'default' (SmolLM2-135M-Instruct); omit to skip")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="model path or 'default' (SmolLM2-135M-Instruct); omit to skip",
+    )
     parser.add_argument("--out", default=None, help="also write the table to this markdown file")
     args = parser.parse_args(argv)
 
@@ -105,11 +124,18 @@ def main(argv: list[str] | None = None) -> int:
 
         policy = make_policy(load_model(model_dir), chat.eos_token_id, tokenizer.pad_token_id)
     seeds = list(range(SEED_START, SEED_START + args.episodes))
-    command = "python benchmarks/env_baselines.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-    lines = [f"Success on seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} episodes per env; mean total reward in "
-             f"brackets), budgets and rubric of `agentic-rl train --env ID`. Command: `{command}`", "",
-             "| env | naive (last number, no tools) | oracle |" + (" model (greedy) |" if policy else "") + " seconds |",
-             "|---|---|---|" + ("---|" if policy else "") + "---|"]
+    command = "python benchmarks/env_baselines.py " + " ".join(
+        shlex.quote(a) for a in (argv or sys.argv[1:])
+    )
+    lines = [
+        f"Success on seeds {seeds[0]}..{seeds[-1]} ({len(seeds)} episodes per env; mean total reward in "
+        f"brackets), budgets and rubric of `agentic-rl train --env ID`. Command: `{command}`",
+        "",
+        "| env | naive (last number, no tools) | oracle |"
+        + (" model (greedy) |" if policy else "")
+        + " seconds |",
+        "|---|---|---|" + ("---|" if policy else "") + "---|",
+    ]
     print("\n".join(lines), flush=True)
     for env_id in args.envs.split(","):
         started = time.perf_counter()
@@ -118,8 +144,16 @@ def main(argv: list[str] | None = None) -> int:
         oracle = scripted(chat, config, seeds, lambda env, _ctx: env.oracle_reply() or "")
         cells = [_cell(naive), _cell(oracle)]
         if policy is not None:
-            _, trajectories = evaluate(policy, chat, env_id, config.env.kwargs, seeds, config.rollout, config.reward,
-                                       batch_size=64)
+            _, trajectories = evaluate(
+                policy,
+                chat,
+                env_id,
+                config.env.kwargs,
+                seeds,
+                config.rollout,
+                config.reward,
+                batch_size=64,
+            )
             policy.clear_cache()
             cells.append(_cell(trajectories))
         line = f"| {env_id} | " + " | ".join(cells) + f" | {time.perf_counter() - started:.0f} |"

@@ -36,8 +36,14 @@ from agentic_rl.rewards import RewardWeights
 from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.trainer.evaluation import evaluate
 
-GAME_IDS = ["frozenlake-v0", "frozenlake-slippery-v0", "taxi-v0", "cliffwalking-v0", *TEXTARENA_IDS.values(),
-            "textworld-v0"]
+GAME_IDS = [
+    "frozenlake-v0",
+    "frozenlake-slippery-v0",
+    "taxi-v0",
+    "cliffwalking-v0",
+    *TEXTARENA_IDS.values(),
+    "textworld-v0",
+]
 SEED_START = 900_000  # held out from training (0...) and warm-up (500000...) seeds
 
 
@@ -55,7 +61,11 @@ def random_move(env: Any, rng: random.Random) -> str:
         return f"[{rng.choice('ABC')} {rng.choice('ABC')}]"
     if game == "Mastermind":
         gs = g.state.game_state
-        return "[" + " ".join(map(str, rng.sample(range(1, gs["num_numbers"] + 1), gs["code_length"]))) + "]"
+        return (
+            "["
+            + " ".join(map(str, rng.sample(range(1, gs["num_numbers"] + 1), gs["code_length"])))
+            + "]"
+        )
     if game == "Minesweeper":
         return f"[{rng.randrange(g.rows)} {rng.randrange(g.cols)}]"
     if game == "Sudoku":
@@ -78,15 +88,22 @@ def _row(trajectories: list) -> dict[str, float]:
     }
 
 
-def scripted(chat: ChatFormat, env_id: str, seeds: list[int], rollout: RolloutConfig,
-             reply: Callable[[Any, random.Random], str]) -> dict[str, float]:
+def scripted(
+    chat: ChatFormat,
+    env_id: str,
+    seeds: list[int],
+    rollout: RolloutConfig,
+    reply: Callable[[Any, random.Random], str],
+) -> dict[str, float]:
     """Play ``seeds`` with a scripted reply function through the rollout engine; score with the rubric."""
     envs = [make(env_id) for _ in seeds]
     # not random.Random(seed): TextArena seeds the game with random.seed(seed), so that stream
     # would replay the game's own draws (e.g. "guess" the secret number on the first try)
     rngs = [random.Random(f"random-policy-{s}") for s in seeds]
     policy = ScriptedPolicy(chat, lambda i, _ctx: reply(envs[i], rngs[i]) or "")
-    trajectories = run_episodes(policy, chat, envs, seeds, [f"{env_id}-{s}" for s in seeds], rollout)
+    trajectories = run_episodes(
+        policy, chat, envs, seeds, [f"{env_id}-{s}" for s in seeds], rollout
+    )
     rubric = envs[0].rubric(RewardWeights())
     for env in envs:
         env.close()
@@ -104,7 +121,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--envs", default=",".join(GAME_IDS))
-    parser.add_argument("--model", default=None, help="model path or 'default' (SmolLM2-135M-Instruct); omit to skip")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="model path or 'default' (SmolLM2-135M-Instruct); omit to skip",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=48)
     args = parser.parse_args()
 
@@ -118,7 +139,12 @@ def main() -> None:
         from agentic_rl.policy.fast import make_policy
 
         model = load_model(model_dir)
-        policy = make_policy(model, chat.eos_token_id, tokenizer.pad_token_id, generator=torch.Generator().manual_seed(0))
+        policy = make_policy(
+            model,
+            chat.eos_token_id,
+            tokenizer.pad_token_id,
+            generator=torch.Generator().manual_seed(0),
+        )
     seeds = list(range(SEED_START, SEED_START + args.episodes))
     header = "| env | random | oracle |" + (" model |" if policy else "") + " seconds |"
     print(header)
@@ -130,15 +156,22 @@ def main() -> None:
         except EnvUnavailableError as exc:
             print(f"| {env_id} | unavailable: {str(exc).split(';')[0]} |")
             continue
-        rollout = RolloutConfig(max_turns=probe.max_steps, max_new_tokens=args.max_new_tokens, max_total_tokens=6144)
+        rollout = RolloutConfig(
+            max_turns=probe.max_steps, max_new_tokens=args.max_new_tokens, max_total_tokens=6144
+        )
         rand = scripted(chat, env_id, seeds, rollout, random_move)
         oracle = scripted(chat, env_id, seeds, rollout, lambda env, _rng: env.oracle_reply() or "")
         cells = [_fmt(rand), _fmt(oracle)]
         if policy is not None:
-            _, trajs = evaluate(policy, chat, env_id, {}, seeds, rollout, RewardWeights(), batch_size=64)
+            _, trajs = evaluate(
+                policy, chat, env_id, {}, seeds, rollout, RewardWeights(), batch_size=64
+            )
             policy.clear_cache()
             cells.append(_fmt(_row(trajs)))
-        print(f"| {env_id} | " + " | ".join(cells) + f" | {time.perf_counter() - started:.0f} |", flush=True)
+        print(
+            f"| {env_id} | " + " | ".join(cells) + f" | {time.perf_counter() - started:.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -131,11 +131,19 @@ def _trl_sft_warmup(model, tok, steps: int) -> None:
         texts = []
         for _ in range(4):
             a, b = rng.randint(2, 19), rng.randint(2, 19)
-            call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": f"{a} * {b}"}}}
-            msgs = [{"role": "user", "content": f"What is {a} * {b}? Use the calculator tool, then state the result."},
-                    {"role": "assistant", "content": "", "tool_calls": [call]},
-                    {"role": "tool", "name": "calculator", "content": str(a * b)},
-                    {"role": "assistant", "content": f"The result is {a * b}."}]
+            call = {
+                "type": "function",
+                "function": {"name": "calculator", "arguments": {"expression": f"{a} * {b}"}},
+            }
+            msgs = [
+                {
+                    "role": "user",
+                    "content": f"What is {a} * {b}? Use the calculator tool, then state the result.",
+                },
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "name": "calculator", "content": str(a * b)},
+                {"role": "assistant", "content": f"The result is {a * b}."},
+            ]
             texts.append(tok.apply_chat_template(msgs, tools=[calculator], tokenize=False))
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
@@ -159,9 +167,15 @@ def run_trl(mode: str, steps: int, max_completion: int, fixed_length: bool) -> d
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     tok.padding_side = "left"
-    suffix = "Reply with just the number." if mode == "single" else "Use the calculator tool, then state the result."
-    rows = [{"prompt": [{"role": "user", "content": f"What is {a} * {b}? {suffix}"}], "answer": a * b}
-            for a, b in _tasks(64)]
+    suffix = (
+        "Reply with just the number."
+        if mode == "single"
+        else "Use the calculator tool, then state the result."
+    )
+    rows = [
+        {"prompt": [{"role": "user", "content": f"What is {a} * {b}? {suffix}"}], "answer": a * b}
+        for a, b in _tasks(64)
+    ]
     kwargs = {}
     if mode == "tools":
         from trl.chat_template_utils import qwen2_5_chat_template
@@ -194,14 +208,36 @@ def run_trl(mode: str, steps: int, max_completion: int, fixed_length: bool) -> d
     else:
         kwargs_gen = {}
     cfg = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trl-grpo-"), use_cpu=True, bf16=False, fp16=False,
-        per_device_train_batch_size=G, gradient_accumulation_steps=1, num_generations=G,
-        max_completion_length=max_completion, max_tool_calling_iterations=2 if mode == "tools" else None,
-        max_steps=steps, learning_rate=LR, beta=0.0, temperature=1.0, logging_steps=1, save_strategy="no",
-        report_to="none", seed=0, dataloader_num_workers=0, disable_tqdm=True, **kwargs_gen,
+        output_dir=tempfile.mkdtemp(prefix="trl-grpo-"),
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        per_device_train_batch_size=G,
+        gradient_accumulation_steps=1,
+        num_generations=G,
+        max_completion_length=max_completion,
+        max_tool_calling_iterations=2 if mode == "tools" else None,
+        max_steps=steps,
+        learning_rate=LR,
+        beta=0.0,
+        temperature=1.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=0,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        **kwargs_gen,
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=rewards, args=cfg, train_dataset=Dataset.from_list(rows),
-                          processing_class=tok, callbacks=[timer], **kwargs)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=rewards,
+        args=cfg,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tok,
+        callbacks=[timer],
+        **kwargs,
+    )
     trainer.train()
     return {"step_s": timer.times, "tokens": tokens, "peak_rss_mb": _peak_rss_mb()}
 
@@ -216,11 +252,12 @@ def _register_product_env() -> None:
     from agentic_rl.types import Message, Observation
 
     class ProductEnv(Env):
-
         def reset(self, seed=None, options=None):
             self.a, self.b = _tasks(1, seed or 0)[0]
             self.done = False
-            return Observation((Message("user", f"What is {self.a} * {self.b}? Reply with just the number."),)), {}
+            return Observation(
+                (Message("user", f"What is {self.a} * {self.b}? Reply with just the number."),)
+            ), {}
 
         def step(self, action):
             self.done = True
@@ -235,7 +272,9 @@ def _register_product_env() -> None:
     register("bench-product-v0", ProductEnv, "benchmark: one-turn products")
 
 
-def run_agentic(mode: str, steps: int, max_completion: int, fixed_length: bool, sampler_dtype: str = "float32") -> dict:
+def run_agentic(
+    mode: str, steps: int, max_completion: int, fixed_length: bool, sampler_dtype: str = "float32"
+) -> dict:
     """agentic-rl side: the recipe's setup, warm-up (tools mode), optimizer and rl_step."""
     from agentic_rl.config import TrainConfig, load_config
     from agentic_rl.trainer.optim import make_optimizer
@@ -243,16 +282,37 @@ def run_agentic(mode: str, steps: int, max_completion: int, fixed_length: bool, 
 
     _register_product_env()
     sets = {
-        "algorithm.tasks_per_step": 1, "algorithm.group_size": G, "algorithm.lr": LR, "algorithm.kl_coef": 0.0,
-        "algorithm.steps": steps, "rollout.max_new_tokens": max_completion, "rollout.temperature": 1.0,
-        "eval.base": False, "tracking.tensorboard": False, "model.sampler_dtype": sampler_dtype,
+        "algorithm.tasks_per_step": 1,
+        "algorithm.group_size": G,
+        "algorithm.lr": LR,
+        "algorithm.kl_coef": 0.0,
+        "algorithm.steps": steps,
+        "rollout.max_new_tokens": max_completion,
+        "rollout.temperature": 1.0,
+        "eval.base": False,
+        "tracking.tensorboard": False,
+        "model.sampler_dtype": sampler_dtype,
     }
     if mode == "single":
-        sets.update({"env.id": "bench-product-v0", "rollout.max_turns": 1, "warmup.enabled": False,
-                     "warmup.env_kwargs": "{}"})
+        sets.update(
+            {
+                "env.id": "bench-product-v0",
+                "rollout.max_turns": 1,
+                "warmup.enabled": False,
+                "warmup.env_kwargs": "{}",
+            }
+        )
     else:
-        sets.update({"env.id": "calculator-v0", "env.kwargs": '{levels=["direct"]}', "rollout.max_turns": 3,
-                     "warmup.num_demos": 48, "warmup.batch_size": 4, "warmup.epochs": 1})
+        sets.update(
+            {
+                "env.id": "calculator-v0",
+                "env.kwargs": '{levels=["direct"]}',
+                "rollout.max_turns": 3,
+                "warmup.num_demos": 48,
+                "warmup.batch_size": 4,
+                "warmup.epochs": 1,
+            }
+        )
     overrides = [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sets.items()]
     config: TrainConfig = load_config(None, overrides=overrides)
     run_dir = tempfile.mkdtemp(prefix="arl-grpo-")
@@ -261,7 +321,9 @@ def run_agentic(mode: str, steps: int, max_completion: int, fixed_length: bool, 
     run = setup(config, Path(run_dir))
     if mode == "tools":
         warmup(run, lambda *a: None)
-    optimizer = make_optimizer(run, LR)  # the recipe's optimizer (fused AdamW, as TRL's default adamw_torch_fused)
+    optimizer = make_optimizer(
+        run, LR
+    )  # the recipe's optimizer (fused AdamW, as TRL's default adamw_torch_fused)
     if fixed_length and mode == "single":
         run.policy.eos_token_id = -1  # an id never sampled: every completion runs to max_completion
     times, tokens, rollouts, updates = [], [], [], []
@@ -271,8 +333,13 @@ def run_agentic(mode: str, steps: int, max_completion: int, fixed_length: bool, 
         tokens.append(metrics["perf/tokens_per_s"] * metrics["perf/rollout_time_s"])
         rollouts.append(metrics["perf/rollout_time_s"])
         updates.append(metrics["perf/update_time_s"])
-    return {"step_s": times, "tokens": tokens, "rollout_s": rollouts, "update_s": updates,
-            "peak_rss_mb": _peak_rss_mb()}
+    return {
+        "step_s": times,
+        "tokens": tokens,
+        "rollout_s": rollouts,
+        "update_s": updates,
+        "peak_rss_mb": _peak_rss_mb(),
+    }
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -282,14 +349,27 @@ def main() -> None:
     parser.add_argument("--mode", choices=["single", "tools"], default="single")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--max-completion", type=int, default=64)
-    parser.add_argument("--fixed-length", action=argparse.BooleanOptionalAction, default=True,
-                        help="single mode: every completion samples exactly --max-completion tokens (default)")
-    parser.add_argument("--sampler-dtypes", nargs="+", choices=["float32", "bfloat16"], default=["float32"],
-                        help="agentic-rl runs once per model.sampler_dtype listed (bfloat16: a bf16 sampling "
-                             "copy, the importance ratio corrects the mismatch; TRL samples with its fp32 model)")
-    parser.add_argument("--allocator", choices=["shipped", "system", "mimalloc"], default="shipped",
-                        help="shipped (default): agentic-rl under mimalloc as its command runs, TRL under glibc's "
-                             "malloc; system or mimalloc: both sides under that allocator")
+    parser.add_argument(
+        "--fixed-length",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="single mode: every completion samples exactly --max-completion tokens (default)",
+    )
+    parser.add_argument(
+        "--sampler-dtypes",
+        nargs="+",
+        choices=["float32", "bfloat16"],
+        default=["float32"],
+        help="agentic-rl runs once per model.sampler_dtype listed (bfloat16: a bf16 sampling "
+        "copy, the importance ratio corrects the mismatch; TRL samples with its fp32 model)",
+    )
+    parser.add_argument(
+        "--allocator",
+        choices=["shipped", "system", "mimalloc"],
+        default="shipped",
+        help="shipped (default): agentic-rl under mimalloc as its command runs, TRL under glibc's "
+        "malloc; system or mimalloc: both sides under that allocator",
+    )
     parser.add_argument("--side", choices=["trl", "agentic-rl"], help=argparse.SUPPRESS)
     parser.add_argument("--sampler-dtype", default="float32", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -297,7 +377,9 @@ def main() -> None:
         if args.side == "trl":
             result = run_trl(args.mode, args.steps, args.max_completion, args.fixed_length)
         else:
-            result = run_agentic(args.mode, args.steps, args.max_completion, args.fixed_length, args.sampler_dtype)
+            result = run_agentic(
+                args.mode, args.steps, args.max_completion, args.fixed_length, args.sampler_dtype
+            )
         result["allocator"] = active_allocator()  # what this process really runs under
         print("RESULT " + json.dumps(result))
         return
@@ -305,36 +387,58 @@ def main() -> None:
     sides = [("agentic-rl", dt) for dt in args.sampler_dtypes] + [("trl", "float32")]
     for side, dtype in sides:
         name = side if side == "trl" or dtype == "float32" else f"{side} {dtype}"
-        cmd = [sys.executable, __file__, "--side", side, "--mode", args.mode, "--steps", str(args.steps),
-               "--max-completion", str(args.max_completion), "--sampler-dtype", dtype,
-               "--fixed-length" if args.fixed_length else "--no-fixed-length"]
-        mimalloc = args.allocator == "mimalloc" or (args.allocator == "shipped" and side == "agentic-rl")
+        cmd = [
+            sys.executable,
+            __file__,
+            "--side",
+            side,
+            "--mode",
+            args.mode,
+            "--steps",
+            str(args.steps),
+            "--max-completion",
+            str(args.max_completion),
+            "--sampler-dtype",
+            dtype,
+            "--fixed-length" if args.fixed_length else "--no-fixed-length",
+        ]
+        mimalloc = args.allocator == "mimalloc" or (
+            args.allocator == "shipped" and side == "agentic-rl"
+        )
         env = allocator_env({**os.environ, ENV_SWITCH: "mimalloc" if mimalloc else "system"})
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
             sys.exit(f"{name} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-        results[name] = json.loads(line[len("RESULT "):])
+        results[name] = json.loads(line[len("RESULT ") :])
     fixed = args.fixed_length and args.mode == "single"
-    print(f"GRPO step, mode={args.mode}: 1 prompt x {G} completions, "
-          f"{'exactly' if fixed else '<='} {args.max_completion} tokens, lr {LR}, no KL; "
-          f"{args.steps} steps, median without the first")
-    print(f"{'framework':<19} | {'allocator':<9} | {'s/step':>7} | {'all steps (s)':<40} | {'sampled tokens/step':>19} | "
-          f"{'peak RSS MB':>11}")
+    print(
+        f"GRPO step, mode={args.mode}: 1 prompt x {G} completions, "
+        f"{'exactly' if fixed else '<='} {args.max_completion} tokens, lr {LR}, no KL; "
+        f"{args.steps} steps, median without the first"
+    )
+    print(
+        f"{'framework':<19} | {'allocator':<9} | {'s/step':>7} | {'all steps (s)':<40} | {'sampled tokens/step':>19} | "
+        f"{'peak RSS MB':>11}"
+    )
     med = {}
     for side, r in results.items():
         med[side] = statistics.median(r["step_s"][1:] or r["step_s"])
         steps = ", ".join(f"{t:.1f}" for t in r["step_s"])
         toks = statistics.median(r["tokens"][1:] or r["tokens"]) if r["tokens"] else float("nan")
-        print(f"{side:<19} | {r['allocator']:<9} | {med[side]:>7.2f} | {steps:<40} | {toks:>19.0f} | "
-              f"{r['peak_rss_mb']:>11.0f}")
+        print(
+            f"{side:<19} | {r['allocator']:<9} | {med[side]:>7.2f} | {steps:<40} | {toks:>19.0f} | "
+            f"{r['peak_rss_mb']:>11.0f}"
+        )
     for side, r in results.items():
         if side == "trl":
             continue
         skipped = sum(u < 0.05 for u in r["update_s"][1:])
-        print(f"{side} split (median without the first): rollout {statistics.median(r['rollout_s'][1:] or r['rollout_s']):.2f} s, "
-              f"update {statistics.median(r['update_s'][1:] or r['update_s']):.2f} s; "
-              f"steps without an update (no reward signal): {skipped} of {len(r['update_s'][1:])}")
+        print(
+            f"{side} split (median without the first): rollout {statistics.median(r['rollout_s'][1:] or r['rollout_s']):.2f} s, "
+            f"update {statistics.median(r['update_s'][1:] or r['update_s']):.2f} s; "
+            f"steps without an update (no reward signal): {skipped} of {len(r['update_s'][1:])}"
+        )
     for side in results:
         if side != "trl":
             print(f"{side} / TRL step time = {med[side] / med['trl']:.2f}x (target <= 0.5)")

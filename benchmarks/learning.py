@@ -51,6 +51,7 @@ from agentic_rl.trainer.stats import (
     wilson_interval,
 )
 
+
 def _rate(items: Sequence[bool]) -> dict[str, Any]:
     """Successes, n and the Wilson interval of a list of 0/1 outcomes (fractions)."""
     k, n = sum(items), len(items)
@@ -66,8 +67,14 @@ def success_summary(tasks: dict[int, tuple[str | None, bool]]) -> dict[str, Any]
     return out
 
 
-def paired_lift(before: dict[int, tuple[str | None, bool]], after: dict[int, tuple[str | None, bool]],
-                *, resamples: int, seed: int, level: str | None = None) -> tuple[dict[str, Any], list, list]:
+def paired_lift(
+    before: dict[int, tuple[str | None, bool]],
+    after: dict[int, tuple[str | None, bool]],
+    *,
+    resamples: int,
+    seed: int,
+    level: str | None = None,
+) -> tuple[dict[str, Any], list, list]:
     """Lift (after − before, in points) on the tasks both evaluated, with its paired bootstrap interval.
 
     Returns:
@@ -110,10 +117,14 @@ def run_perf(run_dir: Path, wall_s: float | None = None) -> dict[str, Any]:
             timings = {}
     if wall_s is None:
         wall_s = timings.get("total_seconds_this_process")
-    return {"wall_s": wall_s, "timings_seconds": timings, "rl_steps": len(rl),
-            "median_rollout_time_s": _median(rl, "perf/rollout_time_s"),
-            "median_update_time_s": _median(rl, "perf/update_time_s"),
-            "median_step_time_s": _median(rl, "perf/step_time_s")}
+    return {
+        "wall_s": wall_s,
+        "timings_seconds": timings,
+        "rl_steps": len(rl),
+        "median_rollout_time_s": _median(rl, "perf/rollout_time_s"),
+        "median_update_time_s": _median(rl, "perf/update_time_s"),
+        "median_step_time_s": _median(rl, "perf/step_time_s"),
+    }
 
 
 def _run_label(run_dir: Path) -> tuple[str, int | None]:
@@ -122,11 +133,20 @@ def _run_label(run_dir: Path) -> tuple[str, int | None]:
         seed = tomllib.loads((run_dir / "config.toml").read_text()).get("seed")
     except (OSError, tomllib.TOMLDecodeError):
         seed = None
-    return (f"seed {seed}" if isinstance(seed, int) else run_dir.name), (seed if isinstance(seed, int) else None)
+    return (f"seed {seed}" if isinstance(seed, int) else run_dir.name), (
+        seed if isinstance(seed, int) else None
+    )
 
 
-def analyse_run(run_dir: Path, *, before: str = "warmup", after: str = "final", resamples: int = DEFAULT_RESAMPLES,
-                seed: int = 0, wall_s: float | None = None) -> tuple[dict[str, Any], tuple[list, list]]:
+def analyse_run(
+    run_dir: Path,
+    *,
+    before: str = "warmup",
+    after: str = "final",
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    wall_s: float | None = None,
+) -> tuple[dict[str, Any], tuple[list, list]]:
     """Every figure of one run (see the module docstring) and its paired 0/1 vectors.
 
     Returns:
@@ -142,28 +162,45 @@ def analyse_run(run_dir: Path, *, before: str = "warmup", after: str = "final", 
     outcomes = eval_outcomes(run_dir)
     missing = [t for t in (before, after) if t not in outcomes]
     if missing:
-        raise ValueError(f"{run_dir}: no held-out eval tagged {missing} in {run_dir / 'trajectories'} "
-                         f"(found {list(outcomes) or 'none'})")
+        raise ValueError(
+            f"{run_dir}: no held-out eval tagged {missing} in {run_dir / 'trajectories'} "
+            f"(found {list(outcomes) or 'none'})"
+        )
     label, config_seed = _run_label(run_dir)
     lift, b, a = paired_lift(outcomes[before], outcomes[after], resamples=resamples, seed=seed)
     levels = sorted({lv for lv, _ in outcomes[before].values() if lv is not None})
     by_level = {}
     for lv in levels:
         try:
-            by_level[lv] = paired_lift(outcomes[before], outcomes[after], resamples=resamples, seed=seed,
-                                       level=lv)[0]
+            by_level[lv] = paired_lift(
+                outcomes[before], outcomes[after], resamples=resamples, seed=seed, level=lv
+            )[0]
         except ValueError:
             continue
     points = {tag: success_summary(tasks) for tag, tasks in outcomes.items()}
-    result = {"run_dir": str(run_dir), "label": label, "seed": config_seed, "points": points,
-              "before": {"tag": before, **points[before]}, "after": {"tag": after, **points[after]},
-              "lift_points": lift, "lift_points_by_level": by_level, "perf": run_perf(run_dir, wall_s)}
+    result = {
+        "run_dir": str(run_dir),
+        "label": label,
+        "seed": config_seed,
+        "points": points,
+        "before": {"tag": before, **points[before]},
+        "after": {"tag": after, **points[after]},
+        "lift_points": lift,
+        "lift_points_by_level": by_level,
+        "perf": run_perf(run_dir, wall_s),
+    }
     return result, (b, a)
 
 
-def analyse(runs: Sequence[Path], *, before: str = "warmup", after: str = "final",
-            resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-            wall_s: Sequence[float | None] | None = None) -> dict[str, Any]:
+def analyse(
+    runs: Sequence[Path],
+    *,
+    before: str = "warmup",
+    after: str = "final",
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    wall_s: Sequence[float | None] | None = None,
+) -> dict[str, Any]:
     """Analyse several runs and pool their lifts.
 
     Returns:
@@ -178,14 +215,24 @@ def analyse(runs: Sequence[Path], *, before: str = "warmup", after: str = "final
     walls = list(wall_s) if wall_s is not None else [None] * len(runs)
     results, pairs = [], []
     for run_dir, wall in zip(runs, walls):
-        result, pair = analyse_run(Path(run_dir), before=before, after=after, resamples=resamples, seed=seed,
-                                   wall_s=wall)
+        result, pair = analyse_run(
+            Path(run_dir), before=before, after=after, resamples=resamples, seed=seed, wall_s=wall
+        )
         results.append(result)
         pairs.append(pair)
     pooled = pooled_paired_bootstrap(pairs, resamples=resamples, seed=seed)
-    return {"before": before, "after": after, "resamples": resamples, "bootstrap_seed": seed, "confidence": 0.95,
-            "runs": results,
-            "mean_lift_points": {"n_runs": len(results), **{k: 100.0 * v for k, v in pooled.as_dict().items()}}}
+    return {
+        "before": before,
+        "after": after,
+        "resamples": resamples,
+        "bootstrap_seed": seed,
+        "confidence": 0.95,
+        "runs": results,
+        "mean_lift_points": {
+            "n_runs": len(results),
+            **{k: 100.0 * v for k, v in pooled.as_dict().items()},
+        },
+    }
 
 
 def _pct(point: dict[str, Any]) -> str:
@@ -198,19 +245,28 @@ def _signed(lift: dict[str, Any]) -> str:
 
 def markdown_table(summary: dict[str, Any]) -> str:
     """The README table: one row per run and a mean row (success in %, lift in points, 95 % CIs)."""
-    header = (f"| seed | {summary['before']} [95 % CI] | {summary['after']} [95 % CI] | lift, points [paired 95 % CI] "
-              f"| per level {summary['before']} → {summary['after']} | wall time | median rollout / update s |")
+    header = (
+        f"| seed | {summary['before']} [95 % CI] | {summary['after']} [95 % CI] | lift, points [paired 95 % CI] "
+        f"| per level {summary['before']} → {summary['after']} | wall time | median rollout / update s |"
+    )
     lines = [header, "|---|---|---|---|---|---|---|"]
     for r in summary["runs"]:
         b, a = r["before"], r["after"]
-        levels = ", ".join(f"{lv} {100 * b['levels'][lv]['estimate']:.0f}→{100 * a['levels'][lv]['estimate']:.0f}"
-                           for lv in b["levels"] if lv in a["levels"])
+        levels = ", ".join(
+            f"{lv} {100 * b['levels'][lv]['estimate']:.0f}→{100 * a['levels'][lv]['estimate']:.0f}"
+            for lv in b["levels"]
+            if lv in a["levels"]
+        )
         perf = r["perf"]
         wall = f"{perf['wall_s'] / 60:.1f} min" if perf["wall_s"] is not None else "–"
-        times = " / ".join("–" if perf[k] is None else f"{perf[k]:.1f}"
-                           for k in ("median_rollout_time_s", "median_update_time_s"))
-        lines.append(f"| {r['label']} (n={b['n']}) | {_pct(b)} | {_pct(a)} | {_signed(r['lift_points'])} "
-                     f"| {levels or '–'} | {wall} | {times} |")
+        times = " / ".join(
+            "–" if perf[k] is None else f"{perf[k]:.1f}"
+            for k in ("median_rollout_time_s", "median_update_time_s")
+        )
+        lines.append(
+            f"| {r['label']} (n={b['n']}) | {_pct(b)} | {_pct(a)} | {_signed(r['lift_points'])} "
+            f"| {levels or '–'} | {wall} | {times} |"
+        )
     m = summary["mean_lift_points"]
     lines.append(f"| mean of {m['n_runs']} | | | {_signed(m)} | | | |")
     return "\n".join(lines)
@@ -232,19 +288,33 @@ def plot(summary: dict[str, Any], path: Path) -> Path:
         xs = [tags.index(t) + (j - (len(summary["runs"]) - 1) / 2) * width for t in r["points"]]
         ps = list(r["points"].values())
         ys = [100 * p["estimate"] for p in ps]
-        err = [[100 * (p["estimate"] - p["low"]) for p in ps], [100 * (p["high"] - p["estimate"]) for p in ps]]
-        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=f"{r['label']} ({_signed(r['lift_points'])})")
+        err = [
+            [100 * (p["estimate"] - p["low"]) for p in ps],
+            [100 * (p["high"] - p["estimate"]) for p in ps],
+        ]
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=err,
+            marker="o",
+            capsize=3,
+            label=f"{r['label']} ({_signed(r['lift_points'])})",
+        )
     ax.set_xticks(range(len(tags)), tags, rotation=30, ha="right")
     ax.set_ylabel("held-out success, % (95 % Wilson CI)")
     ax.set_ylim(-3, 103)
-    ax.set_title(f"mean lift {summary['before']} → {summary['after']}: {_signed(summary['mean_lift_points'])} points")
+    ax.set_title(
+        f"mean lift {summary['before']} → {summary['after']}: {_signed(summary['mean_lift_points'])} points"
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     fig.savefig(path, dpi=110)
     return path
 
 
-def train_seed(seed: int, out: Path, config: str | None, overrides: Sequence[str]) -> tuple[Path, float]:
+def train_seed(
+    seed: int, out: Path, config: str | None, overrides: Sequence[str]
+) -> tuple[Path, float]:
     """Run ``agentic-rl train`` for one seed in a subprocess, into ``out/seed-K``; returns (run dir, wall s).
 
     Raises:
@@ -257,7 +327,12 @@ def train_seed(seed: int, out: Path, config: str | None, overrides: Sequence[str
     cmd = [sys.executable, "-m", "agentic_rl.cli", "train"]
     if config:
         cmd += ["--config", config]
-    for item in [*overrides, f"seed={seed}", f"output_dir={json.dumps(str(out))}", f"name={json.dumps(run_dir.name)}"]:
+    for item in [
+        *overrides,
+        f"seed={seed}",
+        f"output_dir={json.dumps(str(out))}",
+        f"name={json.dumps(run_dir.name)}",
+    ]:
         cmd += ["--set", item]
     print("+", " ".join(cmd), flush=True)
     started = time.perf_counter()
@@ -272,34 +347,66 @@ def print_report(summary: dict[str, Any]) -> None:
         for side in ("before", "after"):
             p = r[side]
             levels = "; ".join(f"{lv} {_pct(q)} (n={q['n']})" for lv, q in p["levels"].items())
-            print(f"  {p['tag']:>8}: {p['successes']}/{p['n']} = {_pct(p)}" + (f"   [{levels}]" if levels else ""))
-        print(f"  lift: {_signed(r['lift_points'])} points over {r['lift_points']['n_tasks']} paired tasks")
+            print(
+                f"  {p['tag']:>8}: {p['successes']}/{p['n']} = {_pct(p)}"
+                + (f"   [{levels}]" if levels else "")
+            )
+        print(
+            f"  lift: {_signed(r['lift_points'])} points over {r['lift_points']['n_tasks']} paired tasks"
+        )
         for lv, lift in r["lift_points_by_level"].items():
             print(f"    {lv}: {_signed(lift)} (n={lift['n_tasks']})")
         perf = r["perf"]
+
         def secs(v):
             return "–" if v is None else f"{v:.1f}"
 
-        print(f"  wall {secs(perf['wall_s'])} s; RL steps {perf['rl_steps']}; "
-              f"median rollout {secs(perf['median_rollout_time_s'])} s, update {secs(perf['median_update_time_s'])} s")
+        print(
+            f"  wall {secs(perf['wall_s'])} s; RL steps {perf['rl_steps']}; "
+            f"median rollout {secs(perf['median_rollout_time_s'])} s, update {secs(perf['median_update_time_s'])} s"
+        )
     m = summary["mean_lift_points"]
-    print(f"\nmean lift over {m['n_runs']} runs: {_signed(m)} points (pooled paired bootstrap, "
-          f"{summary['resamples']} resamples)\n")
+    print(
+        f"\nmean lift over {m['n_runs']} runs: {_signed(m)} points (pooled paired bootstrap, "
+        f"{summary['resamples']} resamples)\n"
+    )
     print(markdown_table(summary))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line (see the module docstring); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", nargs="+", type=Path, metavar="DIR", help="analyse these run directories (no training)")
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds (train mode)")
-    ap.add_argument("--config", help="recipe TOML for agentic-rl train (default: the default config)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe override (repeatable)")
-    ap.add_argument("--out", type=Path, default=Path("runs/learning"), help="output folder (runs, JSON, plot)")
-    ap.add_argument("--before", default="warmup", help="eval tag the lift starts from (default warmup)")
+    ap.add_argument(
+        "--runs",
+        nargs="+",
+        type=Path,
+        metavar="DIR",
+        help="analyse these run directories (no training)",
+    )
+    ap.add_argument(
+        "--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds (train mode)"
+    )
+    ap.add_argument(
+        "--config", help="recipe TOML for agentic-rl train (default: the default config)"
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="recipe override (repeatable)",
+    )
+    ap.add_argument(
+        "--out", type=Path, default=Path("runs/learning"), help="output folder (runs, JSON, plot)"
+    )
+    ap.add_argument(
+        "--before", default="warmup", help="eval tag the lift starts from (default warmup)"
+    )
     ap.add_argument("--after", default="final", help="eval tag the lift ends at (default final)")
     ap.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples")
-    ap.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap resampling")
+    ap.add_argument(
+        "--bootstrap-seed", type=int, default=0, help="seed of the bootstrap resampling"
+    )
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     walls: list[float | None]
@@ -311,8 +418,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_dir, wall = train_seed(seed, args.out, args.config, args.set)
             runs.append(run_dir)
             walls.append(wall)
-    summary = analyse(runs, before=args.before, after=args.after, resamples=args.resamples,
-                      seed=args.bootstrap_seed, wall_s=walls)
+    summary = analyse(
+        runs,
+        before=args.before,
+        after=args.after,
+        resamples=args.resamples,
+        seed=args.bootstrap_seed,
+        wall_s=walls,
+    )
     summary["command"] = sys.argv if argv is None else ["benchmarks/learning.py", *argv]
     summary["markdown"] = markdown_table(summary)
     (args.out / "learning.json").write_text(json.dumps(summary, indent=2))

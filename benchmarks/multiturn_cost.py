@@ -48,8 +48,12 @@ class ToolEchoEnv(Env):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
         self.t = 0
-        return Observation((Message("system", "You are a helpful assistant with a lookup tool."),
-                            Message("user", f"Task {seed}: look things up and report."))), {}
+        return Observation(
+            (
+                Message("system", "You are a helpful assistant with a lookup tool."),
+                Message("user", f"Task {seed}: look things up and report."),
+            )
+        ), {}
 
     def step(self, action: Action):
         self.t += 1
@@ -66,8 +70,13 @@ class Naive:
     def __init__(self, inner: FastPolicy) -> None:
         self.inner = inner
 
-    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Generation]:
-        bare = [GenerationRequest(r.context_ids, r.max_new_tokens, r.episode_index, None, r.sample_seed) for r in requests]
+    def generate(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingParams
+    ) -> list[Generation]:
+        bare = [
+            GenerationRequest(r.context_ids, r.max_new_tokens, r.episode_index, None, r.sample_seed)
+            for r in requests
+        ]
         return self.inner.generate(bare, sampling)
 
 
@@ -79,7 +88,9 @@ def main() -> None:
     parser.add_argument("--tokens-per-turn", type=int, default=16)
     parser.add_argument("--tool-words", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--model", default="default", help="default (SmolLM2), a HF model dir or a .gguf file")
+    parser.add_argument(
+        "--model", default="default", help="default (SmolLM2), a HF model dir or a .gguf file"
+    )
     args = parser.parse_args()
     reexec_with_allocator()  # as the agentic-rl command runs; both sides share this process and allocator
 
@@ -88,8 +99,12 @@ def main() -> None:
     chat = ChatFormat(tokenizer)
     fast = FastPolicy(model, NO_EOS, tokenizer.pad_token_id)
     seeds = list(range(args.episodes))
-    multi = RolloutConfig(max_turns=args.turns, max_new_tokens=args.tokens_per_turn, max_total_tokens=8192)
-    single = RolloutConfig(max_turns=1, max_new_tokens=args.turns * args.tokens_per_turn, max_total_tokens=8192)
+    multi = RolloutConfig(
+        max_turns=args.turns, max_new_tokens=args.tokens_per_turn, max_total_tokens=8192
+    )
+    single = RolloutConfig(
+        max_turns=1, max_new_tokens=args.turns * args.tokens_per_turn, max_total_tokens=8192
+    )
 
     def run(policy, cfg: RolloutConfig) -> tuple[float, int, int]:
         envs = [ToolEchoEnv(cfg.max_turns, args.tool_words) for _ in seeds]
@@ -97,10 +112,17 @@ def main() -> None:
         trajs = run_episodes(policy, chat, envs, seeds, [str(s) for s in seeds], cfg, sample_seed=7)
         seconds = time.perf_counter() - start
         fast.clear_cache()
-        return seconds, sum(t.num_generated_tokens for t in trajs), sum(len(t.token_ids) for t in trajs)
+        return (
+            seconds,
+            sum(t.num_generated_tokens for t in trajs),
+            sum(len(t.token_ids) for t in trajs),
+        )
 
-    schedules = {"8-turn (agentic-rl)": (fast, multi), "1-turn, same sampled tokens": (fast, single),
-                 "8-turn, naive re-encode": (Naive(fast), multi)}
+    schedules = {
+        "8-turn (agentic-rl)": (fast, multi),
+        "1-turn, same sampled tokens": (fast, single),
+        "8-turn, naive re-encode": (Naive(fast), multi),
+    }
     for policy, cfg in schedules.values():
         run(policy, cfg)  # warm-up
     results = {}
@@ -110,13 +132,19 @@ def main() -> None:
 
     base = results["8-turn (agentic-rl)"][0]
     one = results["1-turn, same sampled tokens"][0]
-    print(f"{args.episodes} episodes, {args.turns} turns x {args.tokens_per_turn} sampled tokens, "
-          f"{args.tool_words}-word tool results; median of {args.repeats}; allocator {active_allocator()}")
+    print(
+        f"{args.episodes} episodes, {args.turns} turns x {args.tokens_per_turn} sampled tokens, "
+        f"{args.tool_words}-word tool results; median of {args.repeats}; allocator {active_allocator()}"
+    )
     print(f"{'schedule':<30} | {'seconds':>8} | {'sampled':>7} | {'stream':>7} | {'vs 8-turn':>9}")
     for name, (seconds, sampled, stream) in results.items():
-        print(f"{name:<30} | {seconds:>8.2f} | {sampled:>7} | {stream:>7} | {seconds / base:>8.2f}x")
-    print(f"multi-turn cost: 8-turn / 1-turn = {base / one:.2f}x (target <= 1.3); "
-          f"naive / 8-turn = {results['8-turn, naive re-encode'][0] / base:.2f}x")
+        print(
+            f"{name:<30} | {seconds:>8.2f} | {sampled:>7} | {stream:>7} | {seconds / base:>8.2f}x"
+        )
+    print(
+        f"multi-turn cost: 8-turn / 1-turn = {base / one:.2f}x (target <= 1.3); "
+        f"naive / 8-turn = {results['8-turn, naive re-encode'][0] / base:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ import torch
 from agentic_rl.policy.model_loading import load_model, resolve_model_dir
 
 
-def _time_steps(params: list[torch.nn.Parameter], repeats: int, **kwargs) -> tuple[float, list[torch.Tensor]]:
+def _time_steps(
+    params: list[torch.nn.Parameter], repeats: int, **kwargs
+) -> tuple[float, list[torch.Tensor]]:
     """Median seconds per AdamW step (``kwargs`` select the implementation) and the weights after."""
     params = [torch.nn.Parameter(p.detach().clone()) for p in params]
     gen = torch.Generator().manual_seed(0)
@@ -44,11 +46,16 @@ def main() -> None:
     args = parser.parse_args()
     model = load_model(resolve_model_dir("default"))
     params = [p for p in model.parameters() if p.requires_grad]
-    print(f"{sum(p.numel() for p in params) / 1e6:.1f} M parameters in {len(params)} tensors, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"{sum(p.numel() for p in params) / 1e6:.1f} M parameters in {len(params)} tensors, "
+        f"{torch.get_num_threads()} threads"
+    )
     base_s, base_w = _time_steps(params, args.repeats)
     rows = [("AdamW default (per-tensor loop)", base_s, 0.0)]
-    for label, kwargs in (("AdamW foreach=True", {"foreach": True}), ("AdamW fused=True (the recipe's)", {"fused": True})):
+    for label, kwargs in (
+        ("AdamW foreach=True", {"foreach": True}),
+        ("AdamW fused=True (the recipe's)", {"fused": True}),
+    ):
         s, w = _time_steps(params, args.repeats, **kwargs)
         rows.append((label, s, max((a - b).abs().max().item() for a, b in zip(w, base_w))))
     print(f"{'optimizer':<34} {'s/step':>8} {'vs default':>11} {'max |Δw| vs default':>20}")

@@ -54,10 +54,14 @@ def main() -> None:
 
     print(f"sandbox start-up (first call, {args.backend}): {startup * 1e3:.1f} ms")
     print(f"{'path':<32}{'calls':>7}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}")
-    for name, xs in ((f"warm sandboxed ({args.backend})", warm),
-                     ("cold subprocess per call", cold)):
-        print(f"{name:<32}{len(xs):>7}{_percentile(xs, 50) * 1e3:>10.3f}"
-              f"{_percentile(xs, 99) * 1e3:>10.3f}{statistics.mean(xs) * 1e3:>10.3f}")
+    for name, xs in (
+        (f"warm sandboxed ({args.backend})", warm),
+        ("cold subprocess per call", cold),
+    ):
+        print(
+            f"{name:<32}{len(xs):>7}{_percentile(xs, 50) * 1e3:>10.3f}"
+            f"{_percentile(xs, 99) * 1e3:>10.3f}{statistics.mean(xs) * 1e3:>10.3f}"
+        )
     ratio = _percentile(cold, 50) / _percentile(warm, 50)
     print(f"p50 ratio cold/warm: {ratio:.0f}x (target >= 10x): {'OK' if ratio >= 10 else 'MISSED'}")
 

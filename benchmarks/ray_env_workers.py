@@ -56,27 +56,47 @@ class PythonProductEnv(Env):
         rng = random.Random(seed)
         self.a, self.b, self.called = rng.randint(100, 999), rng.randint(100, 999), False
         self.box = EpisodeSandbox(self.config)
-        msgs = (Message("system", "Use the python tool, then reply <answer>N</answer>."),
-                Message("user", f"What is {self.a} * {self.b}?"))
+        msgs = (
+            Message("system", "Use the python tool, then reply <answer>N</answer>."),
+            Message("user", f"What is {self.a} * {self.b}?"),
+        )
         return Observation(msgs), {}
 
     def step(self, action: Action):
         if action.tool_calls:
             self.called = True
-            results = execute_tool_calls(action.tool_calls, action.tool_call_errors, self.box.tools())
-            return Observation(tuple(Message("tool", r.content) for r in results)), 0.0, False, False, {}
+            results = execute_tool_calls(
+                action.tool_calls, action.tool_call_errors, self.box.tools()
+            )
+            return (
+                Observation(tuple(Message("tool", r.content) for r in results)),
+                0.0,
+                False,
+                False,
+                {},
+            )
         correct = f"<answer>{self.a * self.b}</answer>" in action.text
         return Observation(()), float(correct), True, False, {"correct": correct}
 
     def oracle_reply(self):
         if not self.called:
-            return ('<tool_call>{"name": "python", "arguments": {"code": "print(%d * %d)"}}</tool_call>'
-                    % (self.a, self.b))
+            return (
+                '<tool_call>{"name": "python", "arguments": {"code": "print(%d * %d)"}}</tool_call>'
+                % (self.a, self.b)
+            )
         return f"<answer>{self.a * self.b}</answer>"
 
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
-        return Rubric([RewardFunction("correct", RewardGroup.OUTCOME, lambda t: float(t.turns[-1].info.get("correct", False)))],
-                      weights)
+        return Rubric(
+            [
+                RewardFunction(
+                    "correct",
+                    RewardGroup.OUTCOME,
+                    lambda t: float(t.turns[-1].info.get("correct", False)),
+                )
+            ],
+            weights,
+        )
 
     def close(self):
         if self.box is not None:
@@ -87,7 +107,14 @@ class PythonProductEnv(Env):
 def _engine(chat: ChatFormat, envs: list[Env], seeds: list[int]) -> float:
     policy = ScriptedPolicy(chat, lambda i, _ctx: envs[i].oracle_reply() or "")
     t0 = time.perf_counter()
-    trajs = run_episodes(policy, chat, envs, seeds, [str(s) for s in seeds], RolloutConfig(max_turns=3, max_new_tokens=64))
+    trajs = run_episodes(
+        policy,
+        chat,
+        envs,
+        seeds,
+        [str(s) for s in seeds],
+        RolloutConfig(max_turns=3, max_new_tokens=64),
+    )
     elapsed = time.perf_counter() - t0
     ok = sum(t.turns[-1].info.get("correct", False) for t in trajs if t.turns)
     if ok != len(seeds):
@@ -140,12 +167,16 @@ def main() -> None:
             env.close()
         pool.shutdown()
     ray.shutdown()
-    print(f"\n{args.episodes} episodes of python-product-v0 (1 sandboxed python call each), backend {args.backend}")
+    print(
+        f"\n{args.episodes} episodes of python-product-v0 (1 sandboxed python call each), backend {args.backend}"
+    )
     print(f"{'setting':<26} {'episodes/s':>10}")
     for name, rate in rows.items():
         print(f"{name:<26} {rate:>10.2f}")
-    print(f"ratio 2/1 workers: engine {rows['engine, 2 worker(s)'] / rows['engine, 1 worker(s)']:.2f}x, "
-          f"batched {rows['batched, 2 worker(s)'] / rows['batched, 1 worker(s)']:.2f}x")
+    print(
+        f"ratio 2/1 workers: engine {rows['engine, 2 worker(s)'] / rows['engine, 1 worker(s)']:.2f}x, "
+        f"batched {rows['batched, 2 worker(s)'] / rows['batched, 1 worker(s)']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,9 @@ def oracle_batch(chat: ChatFormat, n: int, distinct: int = 8) -> list[Trajectory
     seeds = [8 * (i // 8) + (i % 8) % distinct for i in range(n)]
     envs = [make("calculator-v0") for _ in range(n)]
     oracle = ScriptedPolicy(chat, lambda i, _ctx: envs[i].oracle_reply() or "")
-    trajs = run_episodes(oracle, chat, envs, seeds, [f"g{s // 8}" for s in seeds], RolloutConfig(max_new_tokens=48))
+    trajs = run_episodes(
+        oracle, chat, envs, seeds, [f"g{s // 8}" for s in seeds], RolloutConfig(max_new_tokens=48)
+    )
     out = []
     for t in trajs:  # logprobs a function of the seed: copies stay exact copies
         gen = torch.Generator().manual_seed(t.seed)
@@ -60,7 +62,9 @@ def oracle_batch(chat: ChatFormat, n: int, distinct: int = 8) -> list[Trajectory
     return out
 
 
-def plain_update(model, optimizer, trajs: list[Trajectory], advantages: list[float], rows: int) -> None:
+def plain_update(
+    model, optimizer, trajs: list[Trajectory], advantages: list[float], rows: int
+) -> None:
     """Full-logits forward + backward + AdamW over the same micro-batches, the textbook way."""
     total = sum(sum(t.loss_mask[1:]) for t in trajs)
     for idx in micro_batches([len(t.token_ids) for t in trajs], rows, 2048):
@@ -79,8 +83,13 @@ def plain_update(model, optimizer, trajs: list[Trajectory], advantages: list[flo
         logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
         target = mask[:, 1:]
         logprobs = token_logprobs_from_logits(logits, ids[:, 1:])[target]
-        loss, _ = ppo_clip_loss(logprobs, old[:, 1:][target], adv[:, 1:][target],
-                                torch.full_like(logprobs, 1.0 / total), normalizer=1.0)
+        loss, _ = ppo_clip_loss(
+            logprobs,
+            old[:, 1:][target],
+            adv[:, 1:][target],
+            torch.full_like(logprobs, 1.0 / total),
+            normalizer=1.0,
+        )
         loss.backward()
     torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
     optimizer.step()
@@ -102,8 +111,12 @@ def main() -> None:
     parser.add_argument("--trajectories", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--micro-batch-size", type=int, default=8)
-    parser.add_argument("--distinct", type=int, default=8,
-                        help="distinct episodes per group of 8 (measured after the warm-up: 2-5)")
+    parser.add_argument(
+        "--distinct",
+        type=int,
+        default=8,
+        help="distinct episodes per group of 8 (measured after the warm-up: 2-5)",
+    )
     args = parser.parse_args()
     model_dir = resolve_model_dir("default")
     chat = ChatFormat(load_tokenizer(model_dir))
@@ -111,23 +124,33 @@ def main() -> None:
     advantages = [(-1.0) ** t.seed for t in trajs]
     read = sum(len(t.token_ids) for t in trajs)
     trained = sum(sum(t.loss_mask[1:]) for t in trajs)
-    print(f"{len(trajs)} trajectories, {read} tokens read, {trained} trained; {torch.get_num_threads()} threads")
+    print(
+        f"{len(trajs)} trajectories, {read} tokens read, {trained} trained; {torch.get_num_threads()} threads"
+    )
     results = []
     for label in ("plain", "agentic-rl", "agentic-rl LoRA"):
         model = load_model(model_dir)
         if label.endswith("LoRA"):
             from peft import LoraConfig, get_peft_model
 
-            model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
-                                                     task_type="CAUSAL_LM"))
+            model = get_peft_model(
+                model,
+                LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM"),
+            )
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=1e-7, fused=True)
         if label == "plain":
             step = lambda: plain_update(model, optimizer, trajs, advantages, args.micro_batch_size)  # noqa: E731
         else:
-            step = lambda: policy_gradient_update(model, optimizer, trajs, advantages,  # noqa: E731
-                                                  micro_batch_size=args.micro_batch_size, micro_batch_tokens=2048)
+            step = lambda: policy_gradient_update(
+                model,
+                optimizer,
+                trajs,
+                advantages,  # noqa: E731
+                micro_batch_size=args.micro_batch_size,
+                micro_batch_tokens=2048,
+            )
         seconds = _time(step, args.repeats)
         results.append((label, seconds))
         del model, optimizer

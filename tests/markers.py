@@ -9,8 +9,10 @@ import pytest
 from agentic_rl.tools.sandbox import bwrap_available
 
 #: tests that run tools in the bubblewrap sandbox; skipped where bwrap is missing (CI installs it)
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
-                                 reason="bubblewrap missing or unusable (CI installs it)")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not bwrap_available(),
+    reason="bubblewrap missing or unusable (CI installs it)",
+)
 
 #: built-in envs whose tools run in the sandbox
 SANDBOXED_ENVS = {"code-repair-v0"}

@@ -3,5 +3,8 @@
 #: one round of sampling that keeps every group, sequential task seeds and one optimizer step per
 #: RL step: the mechanics (records, checkpoints, resume, envs) are checked with a known count of
 #: rollouts; the default dynamic sampling has its own end-to-end test in tests/trainer/test_recipe.py
-SIMPLE_SAMPLING = ("algorithm.dynamic_sampling=false", "algorithm.task_sampling='sequential'",
-                   "algorithm.minibatches=1")
+SIMPLE_SAMPLING = (
+    "algorithm.dynamic_sampling=false",
+    "algorithm.task_sampling='sequential'",
+    "algorithm.minibatches=1",
+)

@@ -32,8 +32,14 @@ def results(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("cli")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
     procs = {
-        name: subprocess.Popen([sys.executable, "-m", "agentic_rl.cli", *args], cwd=cwd, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        name: subprocess.Popen(
+            [sys.executable, "-m", "agentic_rl.cli", *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for name, args in COMMANDS.items()
     }
     out = {}
@@ -69,11 +75,16 @@ def test_missing_model_path(results):
 
 
 def test_missing_config_file(results):
-    assert _one_error_line(results["missing_config"]) == "error: config file not found: /nonexistent.toml"
+    assert (
+        _one_error_line(results["missing_config"])
+        == "error: config file not found: /nonexistent.toml"
+    )
 
 
 def test_missing_resume_dir(results):
-    assert _one_error_line(results["missing_resume"]) == "error: run directory not found: /nonexistent"
+    assert (
+        _one_error_line(results["missing_resume"]) == "error: run directory not found: /nonexistent"
+    )
 
 
 def test_envs_lists_calculator(results):
@@ -93,6 +104,7 @@ def test_env_and_model_errors_create_no_run_directory(results):
 
 
 # -- in-process ------------------------------------------------------------------------------
+
 
 def _main(args, capsys):
     from agentic_rl.cli import main
@@ -138,7 +150,9 @@ def test_no_command_is_a_usage_error(capsys):
         ("warmup.env_kwargs={levels=['calculus']}", "calculus"),
     ],
 )
-def test_user_errors_are_raised_before_any_weights_load(override, culprit, tmp_path, capsys, monkeypatch):
+def test_user_errors_are_raised_before_any_weights_load(
+    override, culprit, tmp_path, capsys, monkeypatch
+):
     """setup() checks the env id/kwargs and resolves the model path before loading anything."""
     import agentic_rl.trainer.recipe as recipe
 
@@ -157,8 +171,20 @@ def test_library_debug_logging_is_not_printed():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", "from agentic_rl.cli import main; raise SystemExit(main())",
-                          "check-env", "memory-recall-v0", "--seeds", "1"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from agentic_rl.cli import main; raise SystemExit(main())",
+            "check-env",
+            "memory-recall-v0",
+            "--seeds",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "passed" in out.stdout
     assert "DEBUG" not in out.stderr and "DEBUG" not in out.stdout

@@ -14,10 +14,21 @@ from tests.recipe_settings import SIMPLE_SAMPLING
 
 
 def _overrides(model_dir, out):
-    return [f"model.path='{model_dir}'", "model.num_threads=1", "algorithm.steps=1", *SIMPLE_SAMPLING,
-            "algorithm.tasks_per_step=1",
-            "algorithm.group_size=2", "warmup.num_demos=2", "warmup.batch_size=2", "eval.size=3", "eval.base=false",
-            "checkpoint_every=1", f"output_dir='{out}'", "rollout.max_new_tokens=48"]
+    return [
+        f"model.path='{model_dir}'",
+        "model.num_threads=1",
+        "algorithm.steps=1",
+        *SIMPLE_SAMPLING,
+        "algorithm.tasks_per_step=1",
+        "algorithm.group_size=2",
+        "warmup.num_demos=2",
+        "warmup.batch_size=2",
+        "eval.size=3",
+        "eval.base=false",
+        "checkpoint_every=1",
+        f"output_dir='{out}'",
+        "rollout.max_new_tokens=48",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +47,17 @@ def test_eval_of_trained_run_and_checkpoint_matches_training_eval(trained, capsy
     run_dir, overrides = trained
     sets = [a for o in overrides for a in ("--set", o)]
     summary = json.loads((run_dir / "summary.json").read_text())
-    final = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
-             if r.get("tag") == "final"][0]
+    final = [
+        r
+        for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+        if r.get("tag") == "final"
+    ][0]
     by_run = _eval(capsys, ["eval", *sets, "--model", str(run_dir), "--json"])
     assert by_run["success"] == summary["success"]["final"] == final["eval/success"]
     assert by_run["episodes"] == by_run["tasks"] == 3
-    assert by_run["reward_components"]["correct_answer"] == pytest.approx(final["eval/reward/correct_answer"])
+    assert by_run["reward_components"]["correct_answer"] == pytest.approx(
+        final["eval/reward/correct_answer"]
+    )
     assert by_run["turns_mean"] == pytest.approx(final["eval/turns"])
     checkpoint = run_dir / "checkpoints" / "step-000001"
     by_checkpoint = _eval(capsys, ["eval", *sets, "--model", str(checkpoint), "--json"])
@@ -53,11 +69,36 @@ def test_eval_table_pass_at_k_and_json_file(trained, tiny_model_dir, capsys, tmp
     _, overrides = trained
     sets = [a for o in overrides for a in ("--set", o)]
     out = tmp_path / "eval.json"
-    assert main(["eval", *sets, "--model", str(tiny_model_dir), "--env", "calculator-v0", "--episodes", "2",
-                 "--k", "2", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                *sets,
+                "--model",
+                str(tiny_model_dir),
+                "--env",
+                "calculator-v0",
+                "--episodes",
+                "2",
+                "--k",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
-    for metric in ("success", "pass@1", "pass@2", "return_mean", "cost/tool_calls", "risk_incidents/events",
-                   "turns_mean", "stop_reasons/"):
+    for metric in (
+        "success",
+        "pass@1",
+        "pass@2",
+        "return_mean",
+        "cost/tool_calls",
+        "risk_incidents/events",
+        "turns_mean",
+        "stop_reasons/",
+    ):
         assert metric in table
     report = json.loads(out.read_text())
     assert report["episodes"] == 4 and report["tasks"] == 2 and report["samples_per_task"] == 2
@@ -86,11 +127,26 @@ def _error_line(capsys, argv) -> str:
 def small_run(tiny_model_dir, tmp_path_factory):
     """A real run of the tiny model: one RL step (checkpointed) and the final eval, no warm-up."""
     out = tmp_path_factory.mktemp("corrupt-runs")
-    return train(load_config(None, [
-        f"model.path='{tiny_model_dir}'", "model.num_threads=1", "warmup.enabled=false", "eval.base=false",
-        "eval.size=1", "algorithm.steps=1", *SIMPLE_SAMPLING,
-            "algorithm.tasks_per_step=1", "algorithm.group_size=2",
-        "checkpoint_every=1", "rollout.max_new_tokens=12", "rollout.max_turns=2", f"output_dir='{out}'"]))
+    return train(
+        load_config(
+            None,
+            [
+                f"model.path='{tiny_model_dir}'",
+                "model.num_threads=1",
+                "warmup.enabled=false",
+                "eval.base=false",
+                "eval.size=1",
+                "algorithm.steps=1",
+                *SIMPLE_SAMPLING,
+                "algorithm.tasks_per_step=1",
+                "algorithm.group_size=2",
+                "checkpoint_every=1",
+                "rollout.max_new_tokens=12",
+                "rollout.max_turns=2",
+                f"output_dir='{out}'",
+            ],
+        )
+    )
 
 
 @pytest.fixture
@@ -158,8 +214,11 @@ def test_corrupt_or_missing_shard_in_view_replay_export(run_copy, capsys, tmp_pa
     assert len(shards) == 2  # the RL step, the final eval: one shard each
     shard = shards[0]
     _corrupt_shard(shard, how)
-    for argv in (["view", str(run_copy), "--no-tokens"], ["replay", str(run_copy), "--trajectory", "x"],
-                 ["export", str(run_copy), "--out", str(tmp_path / "ds")]):
+    for argv in (
+        ["view", str(run_copy), "--no-tokens"],
+        ["replay", str(run_copy), "--trajectory", "x"],
+        ["export", str(run_copy), "--out", str(tmp_path / "ds")],
+    ):
         line = _error_line(capsys, argv)
         assert str(shard) in line, line
         assert ("missing" if how == "deleted" else "corrupt") in line

@@ -35,7 +35,9 @@ def test_defaults():
 
 
 def test_file_values(tmp_path):
-    path = _write(tmp_path, """
+    path = _write(
+        tmp_path,
+        """
 name = "exp"
 seed = 3
 [algorithm]
@@ -48,13 +50,18 @@ kwargs = { levels = ["direct"] }
 process = 0
 [model]
 lora = true
-""")
+""",
+    )
     config = load_config(path)
     assert config.name == "exp" and config.seed == 3
     assert config.algorithm.steps == 7 and config.algorithm.lr == 3e-6
-    assert config.algorithm.group_size == AlgorithmConfig().group_size  # untouched keys keep defaults
+    assert (
+        config.algorithm.group_size == AlgorithmConfig().group_size
+    )  # untouched keys keep defaults
     assert config.env.kwargs == {"levels": ["direct"]}
-    assert config.reward.process == 0.0 and isinstance(config.reward.process, float)  # int accepted as float
+    assert config.reward.process == 0.0 and isinstance(
+        config.reward.process, float
+    )  # int accepted as float
     assert config.model.lora is True
 
 
@@ -114,18 +121,21 @@ def test_missing_and_invalid_files(tmp_path):
 
 
 def test_overrides_numbers_bools_strings_tables():
-    config = load_config(None, [
-        "algorithm.steps=5",
-        "algorithm.lr=3e-6",
-        "algorithm.kl_coef=0",  # an int where a float is expected
-        "model.lora=true",
-        "algorithm.skip_zero_advantage=false",
-        "name=my-run",  # a bare string
-        "output_dir='/tmp/some dir'",  # a TOML string
-        'model.path="/models/x"',
-        'env.kwargs={levels=["direct", "word"]}',  # an inline table
-        'warmup.env_kwargs.levels=["direct"]',  # a dotted key into a dict
-    ])
+    config = load_config(
+        None,
+        [
+            "algorithm.steps=5",
+            "algorithm.lr=3e-6",
+            "algorithm.kl_coef=0",  # an int where a float is expected
+            "model.lora=true",
+            "algorithm.skip_zero_advantage=false",
+            "name=my-run",  # a bare string
+            "output_dir='/tmp/some dir'",  # a TOML string
+            'model.path="/models/x"',
+            'env.kwargs={levels=["direct", "word"]}',  # an inline table
+            'warmup.env_kwargs.levels=["direct"]',  # a dotted key into a dict
+        ],
+    )
     assert config.algorithm.steps == 5 and config.algorithm.lr == 3e-6
     assert config.algorithm.kl_coef == 0.0 and isinstance(config.algorithm.kl_coef, float)
     assert config.model.lora is True and config.algorithm.skip_zero_advantage is False
@@ -182,8 +192,16 @@ def test_non_positive_values_rejected(override):
         load_config(None, [override])
 
 
-@pytest.mark.parametrize("override", ["algorithm.kl_coef=-0.1", "algorithm.max_grad_norm=-1", "eval.every=-1",
-                                      "algorithm.weight_decay=-0.01", "model.num_threads=-2"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "algorithm.kl_coef=-0.1",
+        "algorithm.max_grad_norm=-1",
+        "eval.every=-1",
+        "algorithm.weight_decay=-0.01",
+        "model.num_threads=-2",
+    ],
+)
 def test_negative_values_rejected(override):
     key = override.split("=")[0]
     with pytest.raises(ConfigError, match=f"'{key}' must be >= 0"):
@@ -209,7 +227,9 @@ def test_save_then_load_round_trips(tmp_path):
         env=EnvConfig(kwargs={"levels": ["direct", "word"]}, train_seed_start=100),
         rollout=RolloutConfig(max_turns=3, max_new_tokens=48, temperature=0.7),
         reward=RewardWeights(process=0.25, risk=0.0),
-        algorithm=AlgorithmConfig(name="rloo", steps=3, lr=3e-6, kl_coef=0.01, skip_zero_advantage=False),
+        algorithm=AlgorithmConfig(
+            name="rloo", steps=3, lr=3e-6, kl_coef=0.01, skip_zero_advantage=False
+        ),
     )
     path = tmp_path / "config.toml"
     save_config(config, path)
@@ -220,7 +240,10 @@ def test_save_then_load_round_trips(tmp_path):
 
 def test_config_to_dict_and_replace():
     d = config_to_dict(TrainConfig())
-    assert d["algorithm"]["steps"] == TrainConfig().algorithm.steps and d["rollout"]["max_turns"] == RolloutConfig().max_turns
+    assert (
+        d["algorithm"]["steps"] == TrainConfig().algorithm.steps
+        and d["rollout"]["max_turns"] == RolloutConfig().max_turns
+    )
     assert dataclasses.replace(TrainConfig(), name="x").name == "x"
 
 
@@ -259,16 +282,26 @@ def test_every_float_key_must_be_finite(key, value):
 
 
 def test_float_keys_cover_every_section():
-    wanted = {"algorithm.lr", "algorithm.kl_coef", "warmup.lr", "reward.outcome", "rollout.temperature"}
+    wanted = {
+        "algorithm.lr",
+        "algorithm.kl_coef",
+        "warmup.lr",
+        "reward.outcome",
+        "rollout.temperature",
+    }
     assert wanted <= set(FLOAT_KEYS)
 
 
-@pytest.mark.parametrize("key", ["seed", "env.train_seed_start", "warmup.seed_start", "eval.seed_start"])
+@pytest.mark.parametrize(
+    "key", ["seed", "env.train_seed_start", "warmup.seed_start", "eval.seed_start"]
+)
 @pytest.mark.parametrize("value", [-1, 2**32, 10**30])
 def test_seeds_must_be_in_the_range_every_rng_takes(key, value):
     with pytest.raises(ConfigError, match=f"'{key}'"):
         load_config(None, [f"{key}={value}"])
-    assert load_config(None, [f"{key}={2**32 - 1}"])  # the largest seed numpy, torch and random all take
+    assert load_config(
+        None, [f"{key}={2**32 - 1}"]
+    )  # the largest seed numpy, torch and random all take
 
 
 def test_every_int_key_fits_in_64_bits():

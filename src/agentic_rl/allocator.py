@@ -29,7 +29,13 @@ import sys
 import sysconfig
 from pathlib import Path
 
-__all__ = ["ENV_SWITCH", "active_allocator", "allocator_env", "mimalloc_path", "reexec_with_allocator"]
+__all__ = [
+    "ENV_SWITCH",
+    "active_allocator",
+    "allocator_env",
+    "mimalloc_path",
+    "reexec_with_allocator",
+]
 
 ENV_SWITCH = "AGENTIC_RL_ALLOCATOR"  # "mimalloc" (default) or "system"
 

@@ -40,12 +40,24 @@ class _RichProgress:
     """Progress bars for the recipe's phases (one bar per phase)."""
 
     def __init__(self, console):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.console = console
         self.bars = Progress(
-            SpinnerColumn(), TextColumn("[bold]{task.fields[phase]:<7}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
+            SpinnerColumn(),
+            TextColumn("[bold]{task.fields[phase]:<7}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=console,
         )
         self.tasks: dict[str, int] = {}
 
@@ -91,7 +103,9 @@ def _summary_table(run_dir: Path, console) -> None:
         comps.add_row(name, f"{value:.4g}")
     console.print(comps)
     times = summary["timings_seconds"]
-    console.print("time: " + ", ".join(f"{k.replace('_seconds', '')} {v:.0f}s" for k, v in times.items()))
+    console.print(
+        "time: " + ", ".join(f"{k.replace('_seconds', '')} {v:.0f}s" for k, v in times.items())
+    )
     console.print(f"run directory: [bold]{run_dir}[/bold]")
     console.print(f"report: [bold]{run_dir / 'report.html'}[/bold]")
 
@@ -121,10 +135,16 @@ def env_overrides(env_id: str, sets: list[str]) -> list[str]:
             return "{" + ", ".join(f"{k} = {inline(v)}" for k, v in value.items()) + "}"
         return json.dumps(value)
 
-    wanted = {"name": f"{env_id.replace('/', '-')}-grpo", "warmup.env_kwargs": getattr(factory, "warmup_kwargs", {}),
-              **getattr(factory, "recipe_overrides", {})}
-    out += [f"{key}={inline(value)}" for key, value in wanted.items()
-            if not any(k == key or k.startswith(key + ".") for k in user_keys)]
+    wanted = {
+        "name": f"{env_id.replace('/', '-')}-grpo",
+        "warmup.env_kwargs": getattr(factory, "warmup_kwargs", {}),
+        **getattr(factory, "recipe_overrides", {}),
+    }
+    out += [
+        f"{key}={inline(value)}"
+        for key, value in wanted.items()
+        if not any(k == key or k.startswith(key + ".") for k in user_keys)
+    ]
     return out + sets
 
 
@@ -142,14 +162,20 @@ def _cmd_train(args) -> int:
     if resume is not None and not resume.is_dir():
         raise AgenticRLError(f"run directory not found: {resume}")
     if resume is not None and (args.config or args.set):
-        raise AgenticRLError("--resume continues a run with its own config.toml; --config/--set cannot be combined with it")
+        raise AgenticRLError(
+            "--resume continues a run with its own config.toml; --config/--set cannot be combined with it"
+        )
     sets = env_overrides(args.env, args.set) if args.env else args.set
     if resume is not None and args.env:
-        raise AgenticRLError("--resume continues a run with its own config.toml; --env cannot be combined with it")
+        raise AgenticRLError(
+            "--resume continues a run with its own config.toml; --env cannot be combined with it"
+        )
     sets = sets + scale_overrides(args)
     if resume is not None and (args.num_env_workers is not None or args.ray_address is not None):
-        raise AgenticRLError("--resume continues a run with its own config.toml ([scale] included); "
-                             "--num-env-workers/--ray-address cannot be combined with it")
+        raise AgenticRLError(
+            "--resume continues a run with its own config.toml ([scale] included); "
+            "--num-env-workers/--ray-address cannot be combined with it"
+        )
     config = None if resume else load_config(args.config, sets)
     if config is not None:
         from agentic_rl.trainer.recipe import validate
@@ -160,7 +186,9 @@ def _cmd_train(args) -> int:
         return 0
     with _RichProgress(console) as progress:
         if config is not None:
-            console.log(f"training [bold]{config.name}[/bold] on {config.env.id} with model {config.model.path}")
+            console.log(
+                f"training [bold]{config.name}[/bold] on {config.env.id} with model {config.model.path}"
+            )
         run_dir = train(config, resume=resume, progress=progress)
     _summary_table(run_dir, console)
     return 0
@@ -194,7 +222,11 @@ def _cmd_envs(args) -> int:
     for family in families():
         members = family.members()
         print(f"{family.pattern:<24} {family.description} ({len(members)} tasks):")
-        print(textwrap.fill(", ".join(members), width=100, initial_indent=" " * 25, subsequent_indent=" " * 25))
+        print(
+            textwrap.fill(
+                ", ".join(members), width=100, initial_indent=" " * 25, subsequent_indent=" " * 25
+            )
+        )
     return 0
 
 
@@ -206,13 +238,18 @@ def _cmd_check_env(args) -> int:
     if args.max_turns < 1:
         raise AgenticRLError(f"--max-turns must be at least 1, got {args.max_turns}")
     try:
-        report = check_env(args.env_id, seeds=range(args.seed_start, args.seed_start + args.seeds),
-                           max_turns=args.max_turns)
+        report = check_env(
+            args.env_id,
+            seeds=range(args.seed_start, args.seed_start + args.seeds),
+            max_turns=args.max_turns,
+        )
     except EnvCheckError as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    print(f"{report.env_id}: passed {len(report.passed)} checks ({', '.join(report.passed)}) on seeds "
-          f"{report.seeds[0]}..{report.seeds[-1]}; oracle success {report.oracle_success:.0%}")
+    print(
+        f"{report.env_id}: passed {len(report.passed)} checks ({', '.join(report.passed)}) on seeds "
+        f"{report.seeds[0]}..{report.seeds[-1]}; oracle success {report.oracle_success:.0%}"
+    )
     return 0
 
 
@@ -224,7 +261,9 @@ def _cmd_audit(args) -> int:
     if not path.is_file():
         raise RunDirError(f"no audit log at {path}")
     try:
-        records = AuditLog(path).read(tool=args.tool, decision=args.decision, trajectory_id=args.trajectory)
+        records = AuditLog(path).read(
+            tool=args.tool, decision=args.decision, trajectory_id=args.trajectory
+        )
     except ValueError as exc:
         raise RunDirError(str(exc)) from exc
     if args.json:
@@ -235,51 +274,101 @@ def _cmd_audit(args) -> int:
     from rich.table import Table
 
     table = Table(title=f"{path} ({len(records)} records)")
-    for column in ("time", "trajectory", "turn", "tool", "decision", "rule", "ok", "s", "bytes", "arguments"):
+    for column in (
+        "time",
+        "trajectory",
+        "turn",
+        "tool",
+        "decision",
+        "rule",
+        "ok",
+        "s",
+        "bytes",
+        "arguments",
+    ):
         table.add_column(column, justify="right" if column in ("turn", "s", "bytes") else "left")
     for r in records:
-        table.add_row(str(r.get("time", ""))[:19], str(r.get("trajectory_id", ""))[:12], str(r.get("turn", "")),
-                      str(r.get("tool", "")), str(r.get("decision", "")), str(r.get("rule", "")), str(r.get("ok", "")),
-                      f"{r.get('duration_s', 0):.3f}", str(r.get("output_bytes", "")),
-                      json.dumps(r.get("arguments"), ensure_ascii=False)[:60])
+        table.add_row(
+            str(r.get("time", ""))[:19],
+            str(r.get("trajectory_id", ""))[:12],
+            str(r.get("turn", "")),
+            str(r.get("tool", "")),
+            str(r.get("decision", "")),
+            str(r.get("rule", "")),
+            str(r.get("ok", "")),
+            f"{r.get('duration_s', 0):.3f}",
+            str(r.get("output_bytes", "")),
+            json.dumps(r.get("arguments"), ensure_ascii=False)[:60],
+        )
     Console().print(table)
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``agentic-rl`` argument parser."""
-    parser = argparse.ArgumentParser(prog="agentic-rl", description="Train LLM agents with reinforcement learning.")
+    parser = argparse.ArgumentParser(
+        prog="agentic-rl", description="Train LLM agents with reinforcement learning."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("train", help="warm-up + RL training run (default config: calculator-v0 with SmolLM2-135M)")
+    p = sub.add_parser(
+        "train", help="warm-up + RL training run (default config: calculator-v0 with SmolLM2-135M)"
+    )
     p.add_argument("--config", help="TOML config file (default: built-in defaults)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key, e.g. algorithm.steps=5")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. algorithm.steps=5",
+    )
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
-    p.add_argument("--env", metavar="ID", help="train on this env (sets env.id and the env's recipe defaults; "
-                   "see agentic-rl envs)")
-    p.add_argument("--num-env-workers", type=int, metavar="N", help="run the envs in N Ray actors "
-                   "(scale.num_env_workers; 0 = in this process; needs the extra 'ray')")
-    p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster of the env workers: auto, host:port or "
-                   "ray://host:port (scale.ray_address; default: a private local Ray)")
+    p.add_argument(
+        "--env",
+        metavar="ID",
+        help="train on this env (sets env.id and the env's recipe defaults; see agentic-rl envs)",
+    )
+    p.add_argument(
+        "--num-env-workers",
+        type=int,
+        metavar="N",
+        help="run the envs in N Ray actors "
+        "(scale.num_env_workers; 0 = in this process; needs the extra 'ray')",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="Ray cluster of the env workers: auto, host:port or "
+        "ray://host:port (scale.ray_address; default: a private local Ray)",
+    )
     p.set_defaults(fn=_cmd_train)
     p = sub.add_parser("eval", help="greedy evaluation of a model on the held-out tasks")
     p.add_argument("--config")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--model", help="model to evaluate: a HF folder, .gguf, run directory or run checkpoint "
-                   "(default: model.path of the config)")
+    p.add_argument(
+        "--model",
+        help="model to evaluate: a HF folder, .gguf, run directory or run checkpoint "
+        "(default: model.path of the config)",
+    )
     add_eval_arguments(p)
     p.set_defaults(fn=_cmd_eval)
     p = sub.add_parser("envs", help="list registered environments")
     p.set_defaults(fn=_cmd_envs)
-    p = sub.add_parser("check-env", help="check that an env obeys the env contract (exit 1 listing failed checks)")
+    p = sub.add_parser(
+        "check-env", help="check that an env obeys the env contract (exit 1 listing failed checks)"
+    )
     p.add_argument("env_id", metavar="ID")
     p.add_argument("--seeds", type=int, default=3, help="number of seeds to check (default 3)")
     p.add_argument("--seed-start", type=int, default=0, help="first seed (default 0)")
-    p.add_argument("--max-turns", type=int, default=50, help="most oracle turns per episode (default 50)")
+    p.add_argument(
+        "--max-turns", type=int, default=50, help="most oracle turns per episode (default 50)"
+    )
     p.set_defaults(fn=_cmd_check_env)
     p = sub.add_parser("audit", help="list the tool-call audit log of a run (RUN_DIR/audit.jsonl)")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--tool", help="only calls of this tool")
-    p.add_argument("--decision", choices=("allow", "deny", "error"), help="only calls with this decision")
+    p.add_argument(
+        "--decision", choices=("allow", "deny", "error"), help="only calls with this decision"
+    )
     p.add_argument("--trajectory", metavar="ID", help="only calls of this trajectory id")
     p.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     p.set_defaults(fn=_cmd_audit)
@@ -305,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:  # libraries that set their own logger to DEBUG
-        handler.setLevel(logging.WARNING)          # on import (bm25s) print nothing below WARNING
+        handler.setLevel(logging.WARNING)  # on import (bm25s) print nothing below WARNING
     try:
         return args.fn(args)
     except AgenticRLError as exc:

@@ -16,7 +16,6 @@ from typing import Any
 
 from agentic_rl.errors import AgenticRLError, ModelNotFoundError, RunDirError
 
-
 # -- shared helpers ----------------------------------------------------------------------
 
 
@@ -39,7 +38,9 @@ def _find_record(run_dir: Path, trajectory: str) -> dict[str, Any]:
         ids = store.table().column("trajectory_id").to_pylist()
         matches = [i for i in ids if i.startswith(trajectory)]
         if len(matches) > 1:
-            raise RunDirError(f"trajectory id prefix {trajectory!r} matches {len(matches)} trajectories")
+            raise RunDirError(
+                f"trajectory id prefix {trajectory!r} matches {len(matches)} trajectories"
+            )
         found = list(store.read(trajectory_id=matches[0])) if matches else []
     if not found:
         raise RunDirError(f"no trajectory {trajectory!r} in {run_dir}")
@@ -71,7 +72,9 @@ def load_model_spec(spec: str, *, device: str = "cpu"):
     try:
         model = load_model(model_dir, device=device)
     except SafetensorError as exc:  # a truncated or overwritten weights file
-        raise ModelNotFoundError(f"{model_dir}: corrupt model weights (truncated or overwritten?): {exc}") from None
+        raise ModelNotFoundError(
+            f"{model_dir}: corrupt model weights (truncated or overwritten?): {exc}"
+        ) from None
     return model, load_tokenizer(model_dir)
 
 
@@ -85,14 +88,23 @@ def _load_checkpoint(path: Path, device: str):
     if config.model.lora:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(
-            r=config.model.lora_rank, lora_alpha=config.model.lora_alpha, lora_dropout=config.model.lora_dropout,
-            target_modules="all-linear", task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=config.model.lora_rank,
+                lora_alpha=config.model.lora_alpha,
+                lora_dropout=config.model.lora_dropout,
+                target_modules="all-linear",
+                task_type="CAUSAL_LM",
+            ),
+        )
     weights = {k: v.to(device) for k, v in load_weights(path / "trainable.safetensors").items()}
     result = model.load_state_dict(weights, strict=False)
     if result.unexpected_keys:
-        raise ModelNotFoundError(f"checkpoint {path} does not fit the run's model: "
-                                 f"unexpected {result.unexpected_keys[:3]}")
+        raise ModelNotFoundError(
+            f"checkpoint {path} does not fit the run's model: "
+            f"unexpected {result.unexpected_keys[:3]}"
+        )
     return model.eval(), load_tokenizer(base)
 
 
@@ -142,23 +154,38 @@ def _replay_record(run_dir: Path, record: dict[str, Any], rescore_it: bool) -> d
     from agentic_rl.trajectories.replay import replay, rescore
 
     traj = trajectory_from_record(record)
-    kwargs = dict(record["env_kwargs"] if record.get("env_kwargs") is not None else _run_config(run_dir).env.kwargs)
+    kwargs = dict(
+        record["env_kwargs"]
+        if record.get("env_kwargs") is not None
+        else _run_config(run_dir).env.kwargs
+    )
     if accepts(traj.env_id, "audit_path"):
         kwargs["audit_path"] = None  # a replay must not write into the run's audit log
     env = make(traj.env_id, **kwargs)
     try:
         result = replay(traj, env)
-        out: dict[str, Any] = {"trajectory_id": traj.trajectory_id, "env_id": traj.env_id, "seed": traj.seed,
-                               "phase": record.get("phase"), "step": record.get("step"),
-                               "turns": len(traj.turns), "turns_replayed": result.turns_replayed,
-                               "first_divergent_turn": result.first_divergent_turn,
-                               "divergences": [d.__dict__ for d in result.divergences]}
+        out: dict[str, Any] = {
+            "trajectory_id": traj.trajectory_id,
+            "env_id": traj.env_id,
+            "seed": traj.seed,
+            "phase": record.get("phase"),
+            "step": record.get("step"),
+            "turns": len(traj.turns),
+            "turns_replayed": result.turns_replayed,
+            "first_divergent_turn": result.first_divergent_turn,
+            "divergences": [d.__dict__ for d in result.divergences],
+        }
         if rescore_it:
             weights = _run_config(run_dir).reward if (run_dir / "config.toml").is_file() else None
             rubric = env.rubric(weights) if weights is not None else env.rubric()
             r = rescore(traj, rubric)
-            out["rescore"] = {"reward_recorded": r.reward_recorded, "reward_now": r.reward_now,
-                              "components": r.components, "changed": list(r.changed), "failure": r.failure}
+            out["rescore"] = {
+                "reward_recorded": r.reward_recorded,
+                "reward_now": r.reward_now,
+                "components": r.components,
+                "changed": list(r.changed),
+                "failure": r.failure,
+            }
     finally:
         env.close()
     return out
@@ -170,21 +197,27 @@ def _replay_many(run_dir: Path, args) -> int:
     from agentic_rl.trajectories import open_run_store
 
     if args.logprobs:
-        raise AgenticRLError("replay --logprobs needs --trajectory ID (it scores one trajectory under a model)")
+        raise AgenticRLError(
+            "replay --logprobs needs --trajectory ID (it scores one trajectory under a model)"
+        )
     if args.limit < 0:
         raise AgenticRLError(f"--limit must be >= 0, got {args.limit}")
     records = list(open_run_store(run_dir).read(**_filters(args)))
     if args.limit:
-        records = records[:args.limit]
+        records = records[: args.limit]
     if not records:
         raise RunDirError(f"no trajectory in {run_dir} matches the filters")
     results = [_replay_record(run_dir, record, args.rescore) for record in records]
     diverged = [r for r in results if r["first_divergent_turn"] is not None]
     summary: dict[str, Any] = {
-        "run_dir": str(run_dir), "trajectories": len(results), "diverged": len(diverged),
-        "turns": sum(r["turns"] for r in results), "turns_replayed": sum(r["turns_replayed"] for r in results),
+        "run_dir": str(run_dir),
+        "trajectories": len(results),
+        "diverged": len(diverged),
+        "turns": sum(r["turns"] for r in results),
+        "turns_replayed": sum(r["turns_replayed"] for r in results),
         "divergences_by_kind": _count(d["what"] for r in diverged for d in r["divergences"]),
-        "divergent_trajectory_ids": [r["trajectory_id"] for r in diverged]}
+        "divergent_trajectory_ids": [r["trajectory_id"] for r in diverged],
+    }
     if args.rescore:
         summary["rewards_changed"] = sum("total" in r["rescore"]["changed"] for r in results)
     if args.json:
@@ -206,11 +239,15 @@ def _print_replay_summary(summary: dict[str, Any], diverged: list[dict[str, Any]
         turn = r["first_divergent_turn"]
         where = "the reset observation" if turn == -1 else f"turn {turn}"
         kinds = ", ".join(d["what"] for d in r["divergences"])
-        print(f"DIVERGED {r['trajectory_id']} ({r['env_id']}, seed {r['seed']}, {r['phase']} step {r['step']}): "
-              f"{where}: {kinds}")
+        print(
+            f"DIVERGED {r['trajectory_id']} ({r['env_id']}, seed {r['seed']}, {r['phase']} step {r['step']}): "
+            f"{where}: {kinds}"
+        )
     kinds = ", ".join(f"{k} {n}" for k, n in summary["divergences_by_kind"].items())
-    print(f"replayed {summary['trajectories']} trajectories ({summary['turns_replayed']} of {summary['turns']} "
-          f"turns): {summary['diverged']} diverged" + (f" ({kinds})" if kinds else ""))
+    print(
+        f"replayed {summary['trajectories']} trajectories ({summary['turns_replayed']} of {summary['turns']} "
+        f"turns): {summary['diverged']} diverged" + (f" ({kinds})" if kinds else "")
+    )
     if "rewards_changed" in summary:
         print(f"rescored with the current rubric: {summary['rewards_changed']} rewards changed")
 
@@ -221,19 +258,29 @@ def _drift(run_dir: Path, traj, checkpoint: str) -> dict[str, Any]:
     from agentic_rl.trainer.scoring import pack, score
     from agentic_rl.trajectories.replay import logprob_drift
 
-    temperature = _run_config(run_dir).rollout.temperature if (run_dir / "config.toml").is_file() else 1.0
+    temperature = (
+        _run_config(run_dir).rollout.temperature if (run_dir / "config.toml").is_file() else 1.0
+    )
     model, _tok = load_model_spec(checkpoint)
     with torch.no_grad():
         new = score(model.eval(), pack([traj]), temperature=temperature)[0]
     d = logprob_drift(traj, [float(x) for x in new])
-    return {"checkpoint": checkpoint, "temperature": temperature, "num_tokens": d.num_tokens,
-            "mean_abs": d.mean_abs, "max_abs": d.max_abs, "mean_diff": d.mean_diff}
+    return {
+        "checkpoint": checkpoint,
+        "temperature": temperature,
+        "num_tokens": d.num_tokens,
+        "mean_abs": d.mean_abs,
+        "max_abs": d.max_abs,
+        "mean_diff": d.mean_diff,
+    }
 
 
 def _print_replay(out: dict[str, Any]) -> None:
     turn = out["first_divergent_turn"]
-    print(f"trajectory {out['trajectory_id']} ({out['env_id']}, seed {out['seed']}): "
-          f"replayed {out['turns_replayed']} of {out['turns']} turns")
+    print(
+        f"trajectory {out['trajectory_id']} ({out['env_id']}, seed {out['seed']}): "
+        f"replayed {out['turns_replayed']} of {out['turns']} turns"
+    )
     if turn is None:
         print("0 divergences: every observation, reward and end flag matches the recording")
     else:
@@ -241,25 +288,40 @@ def _print_replay(out: dict[str, Any]) -> None:
         print(f"first divergence at {where}:")
         for d in out["divergences"]:
             print(f"  {d['what']}: recorded {json.dumps(d['recorded'], ensure_ascii=False)[:300]}")
-            print(f"  {' ' * len(d['what'])}  replayed {json.dumps(d['replayed'], ensure_ascii=False)[:300]}")
+            print(
+                f"  {' ' * len(d['what'])}  replayed {json.dumps(d['replayed'], ensure_ascii=False)[:300]}"
+            )
     if "rescore" in out:
         r = out["rescore"]
-        rows = [[n, a, b] for n, (a, b) in r["components"].items()] + [["total", r["reward_recorded"], r["reward_now"]]]
+        rows = [[n, a, b] for n, (a, b) in r["components"].items()] + [
+            ["total", r["reward_recorded"], r["reward_now"]]
+        ]
         _table("rescore (recorded vs current rubric)", ["component", "recorded", "now"], rows)
         print("changed: " + (", ".join(r["changed"]) or "nothing"))
     if "logprobs" in out:
         lp = out["logprobs"]
-        print(f"policy drift under {lp['checkpoint']}: mean |Δlogprob| {lp['mean_abs']:.4g}, "
-              f"max {lp['max_abs']:.4g}, mean Δ {lp['mean_diff']:.4g} over {lp['num_tokens']} sampled tokens")
+        print(
+            f"policy drift under {lp['checkpoint']}: mean |Δlogprob| {lp['mean_abs']:.4g}, "
+            f"max {lp['max_abs']:.4g}, mean Δ {lp['mean_diff']:.4g} over {lp['num_tokens']} sampled tokens"
+        )
 
 
 # -- view / export -----------------------------------------------------------------------
 
 
 def _filters(args) -> dict[str, Any]:
-    return {k: v for k, v in {"phase": args.phase, "step": args.step, "env_id": args.env,
-                              "stop_reason": args.stop_reason, "min_reward": args.min_reward,
-                              "max_reward": args.max_reward}.items() if v is not None}
+    return {
+        k: v
+        for k, v in {
+            "phase": args.phase,
+            "step": args.step,
+            "env_id": args.env,
+            "stop_reason": args.stop_reason,
+            "min_reward": args.min_reward,
+            "max_reward": args.max_reward,
+        }.items()
+        if v is not None
+    }
 
 
 def _decoder(run_dir: Path):
@@ -268,7 +330,11 @@ def _decoder(run_dir: Path):
 
     try:
         folder = run_dir / "final_model"
-        tok = load_tokenizer(folder if (folder / "config.json").is_file() else resolve_model_dir(_run_config(run_dir).model.path))
+        tok = load_tokenizer(
+            folder
+            if (folder / "config.json").is_file()
+            else resolve_model_dir(_run_config(run_dir).model.path)
+        )
     except (AgenticRLError, OSError, ValueError):
         return None
     return lambda i: tok.decode([i])
@@ -281,9 +347,14 @@ def _cmd_view(args) -> int:
     run_dir = Path(args.run_dir)
     records = list(open_run_store(run_dir).read(**_filters(args)))
     if args.limit:
-        records = records[-args.limit:]
+        records = records[-args.limit :]
     out = Path(args.out) if args.out else run_dir / "view.html"
-    write_view(out, records, None if args.no_tokens else _decoder(run_dir), title=f"{run_dir.name}: trajectories")
+    write_view(
+        out,
+        records,
+        None if args.no_tokens else _decoder(run_dir),
+        title=f"{run_dir.name}: trajectories",
+    )
     print(f"wrote {out} ({len(records)} trajectories)")
     if args.serve is not None:
         serve(out, args.serve)
@@ -295,8 +366,11 @@ def _cmd_export(args) -> int:
     from agentic_rl.trajectories.export import export_records
 
     try:
-        path = export_records(open_run_store(Path(args.run_dir)).read(**_filters(args)), args.out,
-                              only_success=args.only_success)
+        path = export_records(
+            open_run_store(Path(args.run_dir)).read(**_filters(args)),
+            args.out,
+            only_success=args.only_success,
+        )
     except ValueError as exc:
         raise RunDirError(str(exc)) from None
     import pyarrow.parquet as pq
@@ -317,7 +391,9 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
 # -- eval / compare ----------------------------------------------------------------------
 
 
-def run_evaluation(config, model_spec: str, env_id: str, episodes: int, k: int) -> tuple[dict[str, Any], list]:
+def run_evaluation(
+    config, model_spec: str, env_id: str, episodes: int, k: int
+) -> tuple[dict[str, Any], list]:
     """Evaluate ``model_spec`` on ``episodes`` held-out tasks of ``env_id`` (seeds ``eval.seed_start …``).
 
     ``k == 1``: one greedy episode per task (the training recipe's held-out evaluation).
@@ -345,10 +421,12 @@ def run_evaluation(config, model_spec: str, env_id: str, episodes: int, k: int) 
     trajectories = []
     chunk_size = config.model.max_batch  # more episodes than decode together only cost KV memory
     for start in range(0, len(seeds), chunk_size):
-        chunk = seeds[start:start + chunk_size]
+        chunk = seeds[start : start + chunk_size]
         envs = [make(env_id, **kwargs) for _ in chunk]
         rubric = envs[0].rubric(config.reward)
-        batch = run_episodes(policy, chat, envs, chunk, [f"eval-{s}" for s in chunk], config.rollout, greedy=k == 1)
+        batch = run_episodes(
+            policy, chat, envs, chunk, [f"eval-{s}" for s in chunk], config.rollout, greedy=k == 1
+        )
         trajectories.extend(rubric.apply(t) for t in batch)
         for env in envs:
             env.close()
@@ -366,8 +444,9 @@ def _cmd_eval(args) -> int:
     make(env_id).close()  # unknown id: one error line before the model loads
     if args.k < 1 or (args.episodes is not None and args.episodes < 1):
         raise AgenticRLError("--k and --episodes must be >= 1")
-    report, _ = run_evaluation(config, args.model or config.model.path, env_id,
-                               args.episodes or config.eval.size, args.k)
+    report, _ = run_evaluation(
+        config, args.model or config.model.path, env_id, args.episodes or config.eval.size, args.k
+    )
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2))
     if args.json:
@@ -424,32 +503,57 @@ def _cmd_compare(args) -> int:
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:
     """Register ``replay``, ``view``, ``export`` and ``compare`` on the ``agentic-rl`` parser."""
-    p = sub.add_parser("replay", help="re-run recorded trajectories' actions in fresh envs and report divergences "
-                       "(one trajectory, or all matching the filters; exit 1 if any diverged)")
+    p = sub.add_parser(
+        "replay",
+        help="re-run recorded trajectories' actions in fresh envs and report divergences "
+        "(one trajectory, or all matching the filters; exit 1 if any diverged)",
+    )
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--trajectory", metavar="ID", help="only this trajectory id (or a unique prefix); "
-                   "default: every trajectory matching the filters")
+    p.add_argument(
+        "--trajectory",
+        metavar="ID",
+        help="only this trajectory id (or a unique prefix); "
+        "default: every trajectory matching the filters",
+    )
     p.add_argument("--limit", type=int, default=0, help="first N matching trajectories (0 = all)")
     _add_filter_args(p)
-    p.add_argument("--rescore", action="store_true", help="recompute the reward with the current rubric")
-    p.add_argument("--logprobs", metavar="CHECKPOINT", help="recompute logprobs under a model/checkpoint (policy drift)")
+    p.add_argument(
+        "--rescore", action="store_true", help="recompute the reward with the current rubric"
+    )
+    p.add_argument(
+        "--logprobs",
+        metavar="CHECKPOINT",
+        help="recompute logprobs under a model/checkpoint (policy drift)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(fn=_cmd_replay)
     p = sub.add_parser("view", help="write a self-contained HTML viewer of a run's trajectories")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--out", help="HTML file (default RUN_DIR/view.html)")
-    p.add_argument("--serve", type=int, metavar="PORT", help="then serve it on http://127.0.0.1:PORT/")
-    p.add_argument("--limit", type=int, default=2000, help="newest N matching trajectories (0 = all)")
-    p.add_argument("--no-tokens", action="store_true", help="show token ids instead of decoding them")
+    p.add_argument(
+        "--serve", type=int, metavar="PORT", help="then serve it on http://127.0.0.1:PORT/"
+    )
+    p.add_argument(
+        "--limit", type=int, default=2000, help="newest N matching trajectories (0 = all)"
+    )
+    p.add_argument(
+        "--no-tokens", action="store_true", help="show token ids instead of decoding them"
+    )
     _add_filter_args(p)
     p.set_defaults(fn=_cmd_view)
-    p = sub.add_parser("export", help="export trajectories as a HF-datasets Parquet dataset (SFT / offline RL)")
+    p = sub.add_parser(
+        "export", help="export trajectories as a HF-datasets Parquet dataset (SFT / offline RL)"
+    )
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--out", required=True, help="output dataset folder")
-    p.add_argument("--only-success", action="store_true", help="only trajectories whose outcome reached 1")
+    p.add_argument(
+        "--only-success", action="store_true", help="only trajectories whose outcome reached 1"
+    )
     _add_filter_args(p)
     p.set_defaults(fn=_cmd_export)
-    p = sub.add_parser("compare", help="compare two runs (final evaluations) or two eval JSON reports")
+    p = sub.add_parser(
+        "compare", help="compare two runs (final evaluations) or two eval JSON reports"
+    )
     p.add_argument("run_a", metavar="RUN_A")
     p.add_argument("run_b", metavar="RUN_B")
     p.add_argument("--json", action="store_true")
@@ -460,6 +564,10 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     """The extra ``eval`` options: ``--env``, ``--episodes``, ``--k``, ``--out``, ``--json``."""
     p.add_argument("--env", help="env id (default: env.id of the config)")
     p.add_argument("--episodes", type=int, help="number of held-out tasks (default: eval.size)")
-    p.add_argument("--k", type=int, default=1, help="samples per task for pass@k (1 = greedy, as in training)")
+    p.add_argument(
+        "--k", type=int, default=1, help="samples per task for pass@k (1 = greedy, as in training)"
+    )
     p.add_argument("--out", help="also write the report as JSON to this file")
-    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    p.add_argument(
+        "--json", action="store_true", help="print the report as JSON instead of a table"
+    )

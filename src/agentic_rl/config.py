@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
-
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +64,9 @@ class ModelConfig:
         if self.sampler not in ("fast", "hf"):
             raise ValueError(f"model.sampler must be one of fast, hf, got {self.sampler!r}")
         if self.sampler_dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"model.sampler_dtype must be one of float32, bfloat16, got {self.sampler_dtype!r}")
+            raise ValueError(
+                f"model.sampler_dtype must be one of float32, bfloat16, got {self.sampler_dtype!r}"
+            )
         if self.sampler_dtype != "float32" and self.sampler != "fast":
             raise ValueError("model.sampler_dtype = 'bfloat16' needs model.sampler = 'fast'")
 
@@ -234,13 +235,18 @@ class AlgorithmConfig:
     max_sample_rounds: int = 2
 
     def __post_init__(self) -> None:
-        choices = {"std_scope": ("group", "batch"), "kl_estimator": ("k1", "k2", "k3"),
-                   "kl_mode": ("loss", "reward"),
-                   "loss_agg": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"),
-                   "task_sampling": ("sequential", "uniform", "difficulty")}
+        choices = {
+            "std_scope": ("group", "batch"),
+            "kl_estimator": ("k1", "k2", "k3"),
+            "kl_mode": ("loss", "reward"),
+            "loss_agg": ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"),
+            "task_sampling": ("sequential", "uniform", "difficulty"),
+        }
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
-                raise ValueError(f"algorithm.{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}")
+                raise ValueError(
+                    f"algorithm.{key} must be one of {', '.join(allowed)}, got {getattr(self, key)!r}"
+                )
         for key in ("gamma", "lam"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise ValueError(f"algorithm.{key} must be in [0, 1], got {getattr(self, key)}")
@@ -305,8 +311,10 @@ class ScaleConfig:
 
     def __post_init__(self) -> None:
         if self.ray_address and self.num_env_workers == 0:
-            raise ValueError(f"scale.ray_address is {self.ray_address!r} but scale.num_env_workers is 0: "
-                             "set --num-env-workers N (>= 1) to put the envs into Ray")
+            raise ValueError(
+                f"scale.ray_address is {self.ray_address!r} but scale.num_env_workers is 0: "
+                "set --num-env-workers N (>= 1) to put the envs into Ray"
+            )
 
 
 @dataclass(frozen=True)
@@ -330,14 +338,47 @@ class TrainConfig:
 
 
 _POSITIVE = {
-    "algorithm.steps", "algorithm.ppo_epochs", "algorithm.minibatches", "algorithm.max_sample_rounds", "algorithm.tasks_per_step", "algorithm.group_size", "algorithm.micro_batch_size",
-    "algorithm.lr", "warmup.num_demos", "warmup.epochs", "warmup.batch_size", "warmup.lr", "eval.size",
-    "rollout.max_turns", "rollout.max_new_tokens", "rollout.max_total_tokens", "rollout.temperature",
-    "model.lora_rank", "model.max_batch", "checkpoint_every", "scale.env_worker_timeout_s",
+    "algorithm.steps",
+    "algorithm.ppo_epochs",
+    "algorithm.minibatches",
+    "algorithm.max_sample_rounds",
+    "algorithm.tasks_per_step",
+    "algorithm.group_size",
+    "algorithm.micro_batch_size",
+    "algorithm.lr",
+    "warmup.num_demos",
+    "warmup.epochs",
+    "warmup.batch_size",
+    "warmup.lr",
+    "eval.size",
+    "rollout.max_turns",
+    "rollout.max_new_tokens",
+    "rollout.max_total_tokens",
+    "rollout.temperature",
+    "model.lora_rank",
+    "model.max_batch",
+    "checkpoint_every",
+    "scale.env_worker_timeout_s",
 }
-_NON_NEGATIVE = {"rollout.context_max_tokens", "algorithm.rollout_tasks", "algorithm.micro_batch_tokens", "algorithm.time_budget_s", "algorithm.loss_norm_constant", "algorithm.gigpo_step_weight", "algorithm.process_coef",
-                 "algorithm.value_clip", "algorithm.value_lr", "algorithm.std_eps", "algorithm.kl_coef", "algorithm.max_grad_norm", "algorithm.weight_decay", "eval.every", "model.num_threads",
-                 "scale.num_env_workers", "scale.env_worker_cpus"}
+_NON_NEGATIVE = {
+    "rollout.context_max_tokens",
+    "algorithm.rollout_tasks",
+    "algorithm.micro_batch_tokens",
+    "algorithm.time_budget_s",
+    "algorithm.loss_norm_constant",
+    "algorithm.gigpo_step_weight",
+    "algorithm.process_coef",
+    "algorithm.value_clip",
+    "algorithm.value_lr",
+    "algorithm.std_eps",
+    "algorithm.kl_coef",
+    "algorithm.max_grad_norm",
+    "algorithm.weight_decay",
+    "eval.every",
+    "model.num_threads",
+    "scale.num_env_workers",
+    "scale.env_worker_cpus",
+}
 
 
 _INT_RANGE = (-(2**63), 2**63)  # every int key fits a signed 64-bit integer (torch, numpy, Arrow)
@@ -380,13 +421,17 @@ def _check_value(key: str, hint: Any, value: Any, source: str) -> Any:
         ok = isinstance(value, dict)
     if not ok:
         name = getattr(hint, "__name__", str(hint))
-        raise ConfigError(f"{source}: key '{key}' must be {name}, got {type(value).__name__} {value!r}")
+        raise ConfigError(
+            f"{source}: key '{key}' must be {name}, got {type(value).__name__} {value!r}"
+        )
     if key == "name" and (not value or value in (".", "..") or "/" in value or "\\" in value):
         raise ConfigError(f"{source}: key 'name' must be a plain directory name, got {value!r}")
     if hint is int and not _INT_RANGE[0] <= value < _INT_RANGE[1]:
         raise ConfigError(f"{source}: key '{key}' must be in [-2**63, 2**63), got {value!r}")
     if hint is int and _is_seed(key) and not 0 <= value < 2**32:
-        raise ConfigError(f"{source}: key '{key}' is a seed and must be in [0, 2**32), got {value!r}")
+        raise ConfigError(
+            f"{source}: key '{key}' is a seed and must be in [0, 2**32), got {value!r}"
+        )
     if key in _POSITIVE and not value > 0:
         raise ConfigError(f"{source}: key '{key}' must be > 0, got {value!r}")
     if key in _NON_NEGATIVE and value < 0:
@@ -433,7 +478,9 @@ def _parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> TrainConfig:
     """Load a TOML config (or the defaults when ``path`` is None) and apply ``--set`` overrides.
 
     Raises:
@@ -468,6 +515,3 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 def save_config(config: TrainConfig, path: Path) -> None:
     """Write the resolved config as TOML."""
     path.write_text(tomli_w.dumps(config_to_dict(config)))
-
-
-

@@ -59,7 +59,12 @@ class StopReason(str, enum.Enum):
     @property
     def truncated(self) -> bool:
         """True when a budget, not the task, ended the episode."""
-        return self in (StopReason.TRUNCATED, StopReason.MAX_TURNS, StopReason.MAX_TOKENS, StopReason.MAX_NEW_TOKENS)
+        return self in (
+            StopReason.TRUNCATED,
+            StopReason.MAX_TURNS,
+            StopReason.MAX_TOKENS,
+            StopReason.MAX_NEW_TOKENS,
+        )
 
 
 @dataclass(frozen=True)

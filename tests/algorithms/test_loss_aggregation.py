@@ -6,7 +6,14 @@ import math
 import pytest
 import torch
 
-from agentic_rl.algorithms import aggregate_loss, get_kl_estimator, kl_k3, ppo_clip_loss, token_loss_weights, value_loss
+from agentic_rl.algorithms import (
+    aggregate_loss,
+    get_kl_estimator,
+    kl_k3,
+    ppo_clip_loss,
+    token_loss_weights,
+    value_loss,
+)
 
 
 def test_token_loss_weights_by_hand():
@@ -17,7 +24,10 @@ def test_token_loss_weights_by_hand():
     # seq-mean-token-mean: 1 / (n * T_i) = [1/2, 1/6]
     assert token_loss_weights(counts, "seq-mean-token-mean").tolist() == pytest.approx([0.5, 1 / 6])
     # seq-mean-token-sum with C = 4: 1 / (2 * 4) each
-    assert token_loss_weights(counts, "seq-mean-token-sum", norm_constant=4).tolist() == [0.125, 0.125]
+    assert token_loss_weights(counts, "seq-mean-token-sum", norm_constant=4).tolist() == [
+        0.125,
+        0.125,
+    ]
 
 
 def test_aggregate_loss_modes_by_hand():

@@ -179,13 +179,21 @@ def test_kl_k3_clamps_the_log_ratio_value_grad_and_count(dtype):
     # k3 = e^d - d - 1: e^20 - 21 = 485165174.4098, e^-20 + 19 = 19.000000002,
     #                   e^-1 = 0.3678794412, e - 2 = 0.7182818285
     assert KL_LOG_RATIO_CLAMP == 20.0 and kl.dtype == torch.float32
-    close(kl.detach(), torch.tensor([math.exp(20) - 21, math.exp(-20) + 19, math.exp(-1), math.e - 2]), rtol=1e-6)
+    close(
+        kl.detach(),
+        torch.tensor([math.exp(20) - 21, math.exp(-20) + 19, math.exp(-1), math.e - 2]),
+        rtol=1e-6,
+    )
     assert n_clamped == 2  # |d| = 100 > 20 twice
     kl.sum().backward()
     # dk3/dlogp = -(e^d - 1) inside the clamp, 0 where clamped: [0, 0, 1 - e^-1, 1 - e]
     assert torch.isfinite(logp.grad).all()
-    close(logp.grad.float(), torch.tensor([0.0, 0.0, 1 - math.exp(-1), 1 - math.e]), atol=1e-2 if dtype != torch.float32
-          else 1e-6, rtol=1e-2 if dtype != torch.float32 else 1e-5)
+    close(
+        logp.grad.float(),
+        torch.tensor([0.0, 0.0, 1 - math.exp(-1), 1 - math.e]),
+        atol=1e-2 if dtype != torch.float32 else 1e-6,
+        rtol=1e-2 if dtype != torch.float32 else 1e-5,
+    )
 
 
 def test_estimate_kl_k1_k2_never_clamp():

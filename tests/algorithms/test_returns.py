@@ -16,7 +16,9 @@ from agentic_rl.algorithms import (
 
 def close(actual, expected, atol=1e-6):
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    assert torch.allclose(actual.double(), expected.double(), atol=atol, rtol=0), f"{actual} != {expected}"
+    assert torch.allclose(actual.double(), expected.double(), atol=atol, rtol=0), (
+        f"{actual} != {expected}"
+    )
 
 
 def t(*rows):
@@ -91,7 +93,9 @@ def test_gae_truncation_vs_termination():
     # terminated: δ1 = 1 + 0 - .5 = .5; δ0 = 0 + .9*.5 - .5 = -.05; A0 = -.05 + .9*.5 = .4
     # truncated:  δ1 = 1 + .9*2 - .5 = 2.3; A0 = -.05 + .9*2.3 = 2.02
     r, v = t([0, 1], [0, 1]), t([0.5, 0.5], [0.5, 0.5])
-    adv, ret = gae_advantages(r, v, gamma=0.9, lam=1.0, terminated=[True, False], bootstrap_values=[2.0, 2.0])
+    adv, ret = gae_advantages(
+        r, v, gamma=0.9, lam=1.0, terminated=[True, False], bootstrap_values=[2.0, 2.0]
+    )
     close(adv, t([0.4, 0.5], [2.02, 2.3]))
     # λ = 1 is Monte Carlo: returns = discounted returns with the bootstrap (2.3+.5=2.8 = 1 + .9*2)
     close(ret, t([0.9, 1.0], [2.52, 2.8]))
@@ -138,7 +142,9 @@ def test_masked_whiten_hand_values_and_constant():
     x = t([1, 100, 3])
     m = torch.tensor([[1, 0, 1]])
     close(masked_whiten(x, m, eps=0.0), t([-1, 0, 1]))
-    assert torch.equal(masked_whiten(t([0.3, 0.3]), torch.ones(1, 2)), torch.zeros(1, 2, dtype=torch.float64))
+    assert torch.equal(
+        masked_whiten(t([0.3, 0.3]), torch.ones(1, 2)), torch.zeros(1, 2, dtype=torch.float64)
+    )
 
 
 def test_reinforce_pp_batch_normalised():
@@ -155,8 +161,13 @@ def test_reinforce_pp_with_kl_reward_and_baseline():
     # baseline: group [2, 0] -> centred [1, -1]; one step each, token reward (−β·KL) −0.5 on
     # row 0 -> returns [0.5, -1]; mean -.25, std .75 -> A = [1, -1]
     mask = torch.ones(2, 1)
-    adv = reinforce_pp_advantages(torch.tensor([2.0, 0.0]), mask, token_rewards=torch.tensor([[-0.5], [0.0]]),
-                                  group_ids=["g", "g"], eps=0.0)
+    adv = reinforce_pp_advantages(
+        torch.tensor([2.0, 0.0]),
+        mask,
+        token_rewards=torch.tensor([[-0.5], [0.0]]),
+        group_ids=["g", "g"],
+        eps=0.0,
+    )
     close(adv, t([1], [-1]))
     # all-equal batch -> exactly 0, no NaN
     adv = reinforce_pp_advantages(torch.tensor([1.0, 1.0]), torch.ones(2, 3))
@@ -172,7 +183,9 @@ def test_grpo_batch_scope_std():
     # rewards [1, 0 | 1, 1, 1, 0]... use groups a=[1, 0], b=[0.5, 0.5]:
     # batch std of [1, 0, .5, .5] = sqrt(((.5)^2*2 + 0*2)/4) = sqrt(.125) = .35355
     # group a centred [.5, -.5] / .35355 = [1.4142, -1.4142]; group b constant -> 0
-    adv = grpo_advantages(torch.tensor([1.0, 0.0, 0.5, 0.5]), ["a", "a", "b", "b"], eps=0.0, std_scope="batch")
+    adv = grpo_advantages(
+        torch.tensor([1.0, 0.0, 0.5, 0.5]), ["a", "a", "b", "b"], eps=0.0, std_scope="batch"
+    )
     close(adv, torch.tensor([math.sqrt(2), -math.sqrt(2), 0.0, 0.0]))
     assert torch.equal(adv[2:], torch.zeros(2))
     with pytest.raises(ValueError, match="std_scope"):

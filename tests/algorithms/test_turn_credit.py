@@ -12,7 +12,17 @@ from agentic_rl.algorithms.trajectory_steps import (
     turn_process_rewards,
     turn_rewards,
 )
-from agentic_rl.types import Action, Message, Observation, StopReason, ToolCall, ToolCallError, ToolResult, Trajectory, Turn
+from agentic_rl.types import (
+    Action,
+    Message,
+    Observation,
+    StopReason,
+    ToolCall,
+    ToolCallError,
+    ToolResult,
+    Trajectory,
+    Turn,
+)
 
 
 def close(actual, expected, atol=1e-6):
@@ -45,12 +55,23 @@ def test_gigpo_step_groups_by_hand():
     #                   A  {τ0:.5, τ1:0} mean .25 -> [.25, -.25]; B and C are single -> 0
     # group h: S0 and A are single steps (A of τ3 is not grouped with A of g) -> 0
     er, gids, sr, mask, anchors = _gigpo_set()
-    adv = gigpo_advantages(er, gids, sr, mask, anchors, gamma=0.5, step_weight=1.0, normalize_std=False)
+    adv = gigpo_advantages(
+        er, gids, sr, mask, anchors, gamma=0.5, step_weight=1.0, normalize_std=False
+    )
     third = 1 / 3
-    close(adv, [[third, third + 0.25, third], [-2 * third - 0.25, -2 * third - 0.25, 0],
-                [third + 0.25, third, 0], [0, 0, 0]])
+    close(
+        adv,
+        [
+            [third, third + 0.25, third],
+            [-2 * third - 0.25, -2 * third - 0.25, 0],
+            [third + 0.25, third, 0],
+            [0, 0, 0],
+        ],
+    )
     # ω = 0 leaves the episode advantage on every turn
-    adv0 = gigpo_advantages(er, gids, sr, mask, anchors, gamma=0.5, step_weight=0.0, normalize_std=False)
+    adv0 = gigpo_advantages(
+        er, gids, sr, mask, anchors, gamma=0.5, step_weight=0.0, normalize_std=False
+    )
     close(adv0, [[third] * 3, [-2 * third] * 2 + [0], [third] * 2 + [0], [0, 0, 0]])
 
 
@@ -59,14 +80,16 @@ def test_gigpo_with_std_and_degenerate_groups():
     # step group A {.5, 0}: centred [.25, -.25] / std .25 -> [1, -1]
     er, gids, sr, mask, anchors = _gigpo_set()
     adv = gigpo_advantages(er, gids, sr, mask, anchors, gamma=0.5, eps=0.0)
-    assert abs(adv[0, 1].item() - (2 ** 0.5 / 2 + 1)) < 1e-6
-    assert abs(adv[1, 1].item() - (-(2 ** 0.5) - 1)) < 1e-6
+    assert abs(adv[0, 1].item() - (2**0.5 / 2 + 1)) < 1e-6
+    assert abs(adv[1, 1].item() - (-(2**0.5) - 1)) < 1e-6
     # all-equal rewards, group of one: exactly 0, no NaN
     r, m = pad_turns([[0, 1], [0, 1]])
     adv = gigpo_advantages(torch.tensor([1.0, 1.0]), ["g", "g"], r, m, [["a", "b"], ["a", "b"]])
     assert torch.equal(adv, torch.zeros(2, 2))
     r, m = pad_turns([[0, 1]])
-    assert torch.equal(gigpo_advantages(torch.tensor([1.0]), ["solo"], r, m, [["a", "b"]]), torch.zeros(1, 2))
+    assert torch.equal(
+        gigpo_advantages(torch.tensor([1.0]), ["solo"], r, m, [["a", "b"]]), torch.zeros(1, 2)
+    )
 
 
 def test_gigpo_bad_inputs():
@@ -74,7 +97,9 @@ def test_gigpo_bad_inputs():
     with pytest.raises(ValueError, match="anchor_keys"):
         gigpo_advantages(er, gids, sr, mask, anchors[:3])
     with pytest.raises(ValueError, match="left-aligned"):
-        gigpo_advantages(er[:1], ["g"], torch.zeros(1, 2), torch.tensor([[False, True]]), [["a", "b"]])
+        gigpo_advantages(
+            er[:1], ["g"], torch.zeros(1, 2), torch.tensor([[False, True]]), [["a", "b"]]
+        )
 
 
 # ---------------------------------------------------------------- turn process credit
@@ -86,8 +111,9 @@ def test_turn_process_advantages_by_hand():
     # process returns (γ = 1): τ0 [-1/3, 1/3], τ1 [1/3]
     # A = τ0 [.5 - 1/6, .5 + 1/6] = [1/3, 2/3];  τ1 [-.5 + 1/6] = [-1/3]
     p, m = pad_turns([[-1, 0], [0]])
-    adv = turn_process_advantages(torch.tensor([1.0, 0.0]), ["g", "g"], p, m, gamma=1.0, process_coef=0.5,
-                                  normalize_std=False)
+    adv = turn_process_advantages(
+        torch.tensor([1.0, 0.0]), ["g", "g"], p, m, gamma=1.0, process_coef=0.5, normalize_std=False
+    )
     close(adv, [[1 / 3, 2 / 3], [-1 / 3, 0]])
 
 
@@ -115,16 +141,41 @@ def test_turns_to_tokens():
 
 def _trajectory(process_reward=None) -> Trajectory:
     calls = (ToolCall("calculator", {"expression": "2*3"}, id="call_0_0"),)
-    turn0 = Turn(0, Action("x", calls, (ToolCallError("{bad", "not JSON"),)),
-                 Observation((Message("tool", "6"), Message("tool", "error: not JSON"))), 0.2,
-                 (ToolResult("call_0_0", "calculator", "6"), ToolResult("", "", "error: not JSON", ok=False)),
-                 (5, 6, 7), (0, 1, 1), (0.0, -0.1, -0.2))
+    turn0 = Turn(
+        0,
+        Action("x", calls, (ToolCallError("{bad", "not JSON"),)),
+        Observation((Message("tool", "6"), Message("tool", "error: not JSON"))),
+        0.2,
+        (
+            ToolResult("call_0_0", "calculator", "6"),
+            ToolResult("", "", "error: not JSON", ok=False),
+        ),
+        (5, 6, 7),
+        (0, 1, 1),
+        (0.0, -0.1, -0.2),
+    )
     info = {"process_reward": process_reward} if process_reward is not None else {}
     turn1 = Turn(1, Action("<answer>6</answer>"), None, 1.0, (), (8, 9), (0, 1), (0.0, -0.3), info)
-    messages = (Message("system", "s"), Message("user", "q"), Message("assistant", "x"),
-                Message("tool", "6"), Message("assistant", "<answer>6</answer>"))
-    return Trajectory("calculator-v0", 1, "g", "t0", messages, (turn0, turn1), (5, 6, 7, 8, 9, 2),
-                      (0, 1, 1, 0, 1, 0), (0.0, -0.1, -0.2, 0.0, -0.3, 0.0), StopReason.TERMINATED, reward=1.5)
+    messages = (
+        Message("system", "s"),
+        Message("user", "q"),
+        Message("assistant", "x"),
+        Message("tool", "6"),
+        Message("assistant", "<answer>6</answer>"),
+    )
+    return Trajectory(
+        "calculator-v0",
+        1,
+        "g",
+        "t0",
+        messages,
+        (turn0, turn1),
+        (5, 6, 7, 8, 9, 2),
+        (0, 1, 1, 0, 1, 0),
+        (0.0, -0.1, -0.2, 0.0, -0.3, 0.0),
+        StopReason.TERMINATED,
+        reward=1.5,
+    )
 
 
 def test_turn_rewards_sum_to_the_trajectory_reward():

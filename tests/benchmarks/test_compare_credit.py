@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tests.recipe_settings import SIMPLE_SAMPLING
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "compare_credit.py"
@@ -24,10 +25,34 @@ def compare():
 def test_compare_credit_tiny(compare, tiny_model_dir, tmp_path):
     out = tmp_path / "cmp"
     # 128 tokens: a reply cut by the budget ends the episode, and search-qa's oracle replies need the room
-    sets = ["model.num_threads=1", "rollout.max_new_tokens=128", "rollout.max_turns=4", "warmup.num_demos=2", *SIMPLE_SAMPLING,
-            "warmup.batch_size=2", "algorithm.tasks_per_step=1", "algorithm.group_size=2"]
-    argv = ["--out", str(out), "--model", str(tiny_model_dir), "--budget-s", "0.01", "--eval-size", "1",
-            "--eval-every", "1", "--envs", "calculator-v0", "search-qa-v0", "--algorithms", "grpo", "ppo"]
+    sets = [
+        "model.num_threads=1",
+        "rollout.max_new_tokens=128",
+        "rollout.max_turns=4",
+        "warmup.num_demos=2",
+        *SIMPLE_SAMPLING,
+        "warmup.batch_size=2",
+        "algorithm.tasks_per_step=1",
+        "algorithm.group_size=2",
+    ]
+    argv = [
+        "--out",
+        str(out),
+        "--model",
+        str(tiny_model_dir),
+        "--budget-s",
+        "0.01",
+        "--eval-size",
+        "1",
+        "--eval-every",
+        "1",
+        "--envs",
+        "calculator-v0",
+        "search-qa-v0",
+        "--algorithms",
+        "grpo",
+        "ppo",
+    ]
     results = compare.main(argv + [a for s in sets for a in ("--set", s)])
     for env_id in ("calculator-v0", "search-qa-v0"):
         for name in ("grpo", "ppo"):
@@ -46,13 +71,30 @@ def test_compare_credit_tiny(compare, tiny_model_dir, tmp_path):
     assert json.loads((out / "results.json").read_text())["budget_s"] == 0.01
 
     # a second comparison reuses that warm-up: same start model, same start point, no new warm-up run
-    again = compare.main(["--out", str(tmp_path / "again"), "--warmup-from", str(out), "--budget-s", "0.01",
-                          "--eval-size", "1", "--envs", "calculator-v0", "--algorithms", "grpo"]
-                         + [a for s in sets for a in ("--set", s)])
+    again = compare.main(
+        [
+            "--out",
+            str(tmp_path / "again"),
+            "--warmup-from",
+            str(out),
+            "--budget-s",
+            "0.01",
+            "--eval-size",
+            "1",
+            "--envs",
+            "calculator-v0",
+            "--algorithms",
+            "grpo",
+        ]
+        + [a for s in sets for a in ("--set", s)]
+    )
     r = again["envs"]["calculator-v0"]["grpo"]
     assert r["start_success"] == results["envs"]["calculator-v0"]["grpo"]["start_success"]
     assert r["rl_steps"] == 1 and not (tmp_path / "again" / "calculator-v0" / "warmup").exists()
-    assert "warmup/start_model" in (tmp_path / "again" / "calculator-v0" / "grpo" / "config.toml").read_text()
+    assert (
+        "warmup/start_model"
+        in (tmp_path / "again" / "calculator-v0" / "grpo" / "config.toml").read_text()
+    )
 
 
 def test_warmup_from_a_folder_without_warmup_fails_clearly(compare, tmp_path):

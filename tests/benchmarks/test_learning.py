@@ -35,31 +35,43 @@ def _eval_batch(solved: range, tag: str, step: int, failed: tuple[int, ...] = ()
     records = []
     for task in range(TASKS):
         t = dataclasses.replace(
-            build_trajectory(task), seed=1_000_000 + task, trajectory_id=f"{tag}-{task}",
+            build_trajectory(task),
+            seed=1_000_000 + task,
+            trajectory_id=f"{tag}-{task}",
             reward_components={"outcome": 1.0 if task in solved or task in failed else 0.0},
             info={"level": "a" if task % 2 == 0 else "b"},
-            stop_reason=StopReason.ERROR if task in failed else StopReason.TERMINATED)
+            stop_reason=StopReason.ERROR if task in failed else StopReason.TERMINATED,
+        )
         records.append(trajectory_to_record(t, phase="eval", tag=tag, step=step, rl_step=step))
     return records
 
 
-def make_run(root: Path, name: str, seed: int, final_solved: range, failed: tuple[int, ...] = ()) -> Path:
+def make_run(
+    root: Path, name: str, seed: int, final_solved: range, failed: tuple[int, ...] = ()
+) -> Path:
     run = root / name
     store = TrajectoryStore(run / "trajectories")
     store.append(_eval_batch(range(0), "base", 0))
     store.append(_eval_batch(range(10), "warmup", 0))
     store.append(_eval_batch(range(12), "rl-step-2", 2))
     store.append(_eval_batch(final_solved, "final", 4, failed))
-    rows = [{"phase": "rl", "step": s, "perf/rollout_time_s": float(s), "perf/update_time_s": 3.0 + s}
-            for s in (1, 2, 3)] + [{"phase": "eval", "tag": "final", "eval/success": 0.7}]
+    rows = [
+        {"phase": "rl", "step": s, "perf/rollout_time_s": float(s), "perf/update_time_s": 3.0 + s}
+        for s in (1, 2, 3)
+    ] + [{"phase": "eval", "tag": "final", "eval/success": 0.7}]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run / "config.toml").write_text(f'name = "{name}"\nseed = {seed}\n')
-    (run / "summary.json").write_text(json.dumps({"timings_seconds": {"total_seconds_this_process": 600.0}}))
+    (run / "summary.json").write_text(
+        json.dumps({"timings_seconds": {"total_seconds_this_process": 600.0}})
+    )
     return run
 
 
 def test_analyse_mode_figures(learning, tmp_path, capsys):
-    runs = [make_run(tmp_path, "r0", 0, range(15), failed=(15,)), make_run(tmp_path, "r1", 1, range(10))]
+    runs = [
+        make_run(tmp_path, "r0", 0, range(15), failed=(15,)),
+        make_run(tmp_path, "r1", 1, range(10)),
+    ]
     out = tmp_path / "out"
     assert learning.main(["--runs", *map(str, runs), "--out", str(out), "--resamples", "2000"]) == 0
     summary = json.loads((out / "learning.json").read_text())
@@ -74,12 +86,17 @@ def test_analyse_mode_figures(learning, tmp_path, capsys):
     assert r0["before"]["high"] == pytest.approx(0.7007, abs=1e-3)
     assert r0["after"]["low"] == pytest.approx(0.531, abs=1e-3)
     assert r0["after"]["successes"] == 15 and r0["after"]["estimate"] == 0.75
-    assert r0["after"]["levels"]["a"]["successes"] == 8 and r0["after"]["levels"]["b"]["successes"] == 7
+    assert (
+        r0["after"]["levels"]["a"]["successes"] == 8
+        and r0["after"]["levels"]["b"]["successes"] == 7
+    )
     assert r0["before"]["levels"]["a"]["n"] == 10
     lift = r0["lift_points"]
     assert lift["n_tasks"] == 20 and lift["estimate"] == pytest.approx(25.0)
     assert 0.0 <= lift["low"] < 25.0 < lift["high"] <= 50.0  # 5 of 20 tasks gained, none lost
-    assert r0["lift_points_by_level"]["a"]["estimate"] == pytest.approx(30.0)  # tasks 10, 12, 14 of 10
+    assert r0["lift_points_by_level"]["a"]["estimate"] == pytest.approx(
+        30.0
+    )  # tasks 10, 12, 14 of 10
     assert r0["lift_points_by_level"]["b"]["estimate"] == pytest.approx(20.0)  # tasks 11, 13
     assert r1["lift_points"] == {"n_tasks": 20, "estimate": 0.0, "low": 0.0, "high": 0.0}
     assert r0["perf"]["median_rollout_time_s"] == 2.0 and r0["perf"]["median_update_time_s"] == 5.0
@@ -112,12 +129,27 @@ def test_train_mode_runs_one_subprocess_per_seed(learning, tmp_path, monkeypatch
         calls.append(cmd)
         sets = dict(cmd[i + 1].split("=", 1) for i, a in enumerate(cmd) if a == "--set")
         seed = int(sets["seed"])
-        make_run(Path(json.loads(sets["output_dir"])), json.loads(sets["name"]), seed, range(10 + seed))
+        make_run(
+            Path(json.loads(sets["output_dir"])), json.loads(sets["name"]), seed, range(10 + seed)
+        )
 
     monkeypatch.setattr(learning.subprocess, "run", fake_run)
     out = tmp_path / "learn"
-    learning.main(["--seeds", "0", "2", "--out", str(out), "--config", "c.toml", "--set", "algorithm.steps=3",
-                   "--resamples", "100"])
+    learning.main(
+        [
+            "--seeds",
+            "0",
+            "2",
+            "--out",
+            str(out),
+            "--config",
+            "c.toml",
+            "--set",
+            "algorithm.steps=3",
+            "--resamples",
+            "100",
+        ]
+    )
     assert [c[c.index("--config") + 1] for c in calls] == ["c.toml", "c.toml"]
     assert all(c[2:4] == ["agentic_rl.cli", "train"] and "algorithm.steps=3" in c for c in calls)
     summary = json.loads((out / "learning.json").read_text())

@@ -30,6 +30,7 @@ def _play_oracle(env: CalculatorEnv, seed: int):
 
 # -- seeding and levels ----------------------------------------------------------------------
 
+
 def test_same_seed_same_task_and_first_observation():
     a, b = make("calculator-v0"), make("calculator-v0")
     obs_a, info_a = a.reset(seed=1234)
@@ -86,6 +87,7 @@ def test_reset_without_seed_draws_a_task():
 
 # -- episode contract ------------------------------------------------------------------------
 
+
 def test_step_before_reset_raises():
     with pytest.raises(EpisodeNotStartedError):
         make("calculator-v0").step(Action("<answer>1</answer>"))
@@ -109,12 +111,16 @@ def test_oracle_solves_every_level(seed):
     assert len(steps) == 2
     (_, (obs1, r1, term1, trunc1, info1)), (reply2, (obs2, r2, term2, trunc2, info2)) = steps
     assert (r1, term1, trunc1) == (0.0, False, False)
-    assert [m.role for m in obs1.messages] == ["tool"] and obs1.messages[0].content == str(env.task.answer)
+    assert [m.role for m in obs1.messages] == ["tool"] and obs1.messages[0].content == str(
+        env.task.answer
+    )
     assert info1["tool_calls"] == 1 and info1["tool_errors"] == 0
     assert (r2, term2, trunc2) == (1.0, True, False)
     assert obs2.messages == ()
     assert info2["correct"] is True and info2["answer_format_ok"] is True
-    assert info2["answer"] == str(env.task.answer) and reply2 == f"<answer>{env.task.answer}</answer>"
+    assert (
+        info2["answer"] == str(env.task.answer) and reply2 == f"<answer>{env.task.answer}</answer>"
+    )
 
 
 @pytest.mark.parametrize(
@@ -122,7 +128,11 @@ def test_oracle_solves_every_level(seed):
     [
         ("<answer>{a}</answer>", 1.0, "{a}"),
         ("The answer is <answer> {a} </answer>.", 1.0, "{a}"),
-        ("<answer>{a}</answer> or maybe <answer>{a}</answer>", 0.0, None),  # several tags: no answer
+        (
+            "<answer>{a}</answer> or maybe <answer>{a}</answer>",
+            0.0,
+            None,
+        ),  # several tags: no answer
         ("<answer>{a}</answer><answer>{b}</answer>", 0.0, None),
         ("{a}", 0.0, None),  # no tag
         ("<answer>{b}</answer>", 0.0, "{b}"),  # wrong number
@@ -166,7 +176,12 @@ def test_tool_errors_become_observations():
     assert contents[3] == "42"
     assert info["tool_calls"] == 4 and info["tool_errors"] == 3
     assert [r["ok"] for r in info["tool_results"]] == [False, False, False, True]
-    assert [r["call_id"] for r in info["tool_results"]] == ["call_0_0", "call_0_1", "call_0_2", "call_0_3"]
+    assert [r["call_id"] for r in info["tool_results"]] == [
+        "call_0_0",
+        "call_0_1",
+        "call_0_2",
+        "call_0_3",
+    ]
 
 
 def test_parser_errors_become_observations():
@@ -187,6 +202,7 @@ def test_oracle_in_state_after_a_failed_call_still_answers():
 
 # -- rubric ----------------------------------------------------------------------------------
 
+
 def _oracle_trajectory(seed: int, generated: int) -> Trajectory:
     """A trajectory of the oracle with real env infos and `generated` sampled tokens."""
     env = make("calculator-v0")
@@ -196,12 +212,37 @@ def _oracle_trajectory(seed: int, generated: int) -> Trajectory:
     for reply, (o, r, _term, _trunc, step_info) in _play_oracle(env, seed):
         messages.append(Message("assistant", reply))
         messages.extend(o.messages)
-        results = tuple(ToolResult(**x) for x in step_info.get("tool_results", ()))  # as the engine types them
-        turns.append(Turn(len(turns), _action(reply), o if o.messages else None, r, results, (), (), (), step_info))
+        results = tuple(
+            ToolResult(**x) for x in step_info.get("tool_results", ())
+        )  # as the engine types them
+        turns.append(
+            Turn(
+                len(turns),
+                _action(reply),
+                o if o.messages else None,
+                r,
+                results,
+                (),
+                (),
+                (),
+                step_info,
+            )
+        )
     ids = tuple(range(generated + 10))
     mask = (0,) * 10 + (1,) * generated
-    return Trajectory("calculator-v0", seed, "g", "t", tuple(messages), tuple(turns), ids, mask,
-                      (0.0,) * len(ids), StopReason.TERMINATED, info=info)
+    return Trajectory(
+        "calculator-v0",
+        seed,
+        "g",
+        "t",
+        tuple(messages),
+        tuple(turns),
+        ids,
+        mask,
+        (0.0,) * len(ids),
+        StopReason.TERMINATED,
+        info=info,
+    )
 
 
 def test_rubric_components_and_total_by_hand():
@@ -224,7 +265,11 @@ def test_rubric_components_and_total_by_hand():
 
 def test_rubric_with_other_weights():
     traj = _oracle_trajectory(seed=1, generated=40)
-    total, _ = make("calculator-v0").rubric(RewardWeights(outcome=2.0, process=0.5, cost=10.0, risk=0.0)).score(traj)
+    total, _ = (
+        make("calculator-v0")
+        .rubric(RewardWeights(outcome=2.0, process=0.5, cost=10.0, risk=0.0))
+        .score(traj)
+    )
     # 2*1 + 0.5*2 - 10*0.04 = 2.6
     assert math.isclose(total, 2.6)
 
@@ -235,8 +280,14 @@ def test_rubric_of_a_real_oracle_rollout(chat):
     from agentic_rl.rollout import RolloutConfig, run_episodes
 
     env = make("calculator-v0")
-    (traj,) = run_episodes(ScriptedPolicy(chat, lambda i, c: env.oracle_reply() or ""), chat, [env], [4], ["g"],
-                           RolloutConfig())
+    (traj,) = run_episodes(
+        ScriptedPolicy(chat, lambda i, c: env.oracle_reply() or ""),
+        chat,
+        [env],
+        [4],
+        ["g"],
+        RolloutConfig(),
+    )
     scored = env.rubric().apply(traj)
     replies = [t.action.text for t in traj.turns]
     n = sum(len(chat.encode(r + "<|im_end|>")) for r in replies)
@@ -252,8 +303,18 @@ def _played(env, replies):
         _obs, r, _term, _trunc, info = env.step(action)
         results = tuple(ToolResult(**x) for x in info.get("tool_results", ()))
         turns.append(Turn(i, action, None, r, results, (), (), (), info))
-    return Trajectory("calculator-v0", 0, "g", "t", (), tuple(turns), (1, 2, 3), (0, 1, 1), (0.0,) * 3,
-                      StopReason.TERMINATED)
+    return Trajectory(
+        "calculator-v0",
+        0,
+        "g",
+        "t",
+        (),
+        tuple(turns),
+        (1, 2, 3),
+        (0, 1, 1),
+        (0.0,) * 3,
+        StopReason.TERMINATED,
+    )
 
 
 def _call(expression: str) -> str:
@@ -263,11 +324,17 @@ def _call(expression: str) -> str:
 def test_rubric_of_wrong_answers_and_bad_calls():
     env = make("calculator-v0")
     env.reset(seed=0)
-    traj = _played(env, ["<tool_call>{bad}</tool_call>", _call("2*3"), "<answer>1</answer><answer>2</answer>"])
+    traj = _played(
+        env, ["<tool_call>{bad}</tool_call>", _call("2*3"), "<answer>1</answer><answer>2</answer>"]
+    )
     total, comps = env.rubric().score(traj)
     # 2 calls, 1 error -> computed 0.5; two tags -> no answer -> correct 0, grounded 0; 2 tokens
     assert comps["correct_answer"] == 0.0 and comps["grounded_answer"] == 0.0
-    assert comps["computed_calls"] == 0.5 and comps["tool_calls"] == 2.0 and comps["generated_tokens"] == 2.0
+    assert (
+        comps["computed_calls"] == 0.5
+        and comps["tool_calls"] == 2.0
+        and comps["generated_tokens"] == 2.0
+    )
     # R = 0 + 0.1*0.5 - (0.02*2 + 0.0005*2) = 0.05 - 0.041 = 0.009
     assert math.isclose(total, 0.009)
 
@@ -286,10 +353,16 @@ def test_format_credit_cannot_be_farmed():
     env.reset(seed=1)
     honest = rubric.score(_played(env, [_call("2 + 3"), "<answer>5</answer>"]))
     env.reset(seed=1)
-    success = rubric.score(_played(env, [_call(task.expression), f"<answer>{task.answer}</answer>"]))
+    success = rubric.score(
+        _played(env, [_call(task.expression), f"<answer>{task.answer}</answer>"])
+    )
     # same cost for all four (1 call, 2 tokens: 0.021); process: farm 0, honest 0.1*(1 + 1) = 0.2
     for total, comps in (farm, farm_any):
-        assert comps["computed_calls"] == 0.0 and comps["grounded_answer"] == 0.0 and comps["process"] == 0.0
+        assert (
+            comps["computed_calls"] == 0.0
+            and comps["grounded_answer"] == 0.0
+            and comps["process"] == 0.0
+        )
         assert math.isclose(total, -0.021)
     assert honest[1]["process"] == 2.0 and math.isclose(honest[0], 0.2 - 0.021)
     assert math.isclose(success[0], 1.0 + 0.2 - 0.021)
@@ -310,7 +383,17 @@ def test_an_answer_from_a_tool_error_or_a_guess_is_not_grounded():
 
 def test_truncated_episode_gets_no_outcome():
     traj = _oracle_trajectory(seed=1, generated=40)
-    cut = Trajectory(traj.env_id, traj.seed, traj.group_id, traj.trajectory_id, traj.messages, traj.turns,
-                     traj.token_ids, traj.loss_mask, traj.logprobs, StopReason.MAX_TURNS)
+    cut = Trajectory(
+        traj.env_id,
+        traj.seed,
+        traj.group_id,
+        traj.trajectory_id,
+        traj.messages,
+        traj.turns,
+        traj.token_ids,
+        traj.loss_mask,
+        traj.logprobs,
+        StopReason.MAX_TURNS,
+    )
     _, comps = make("calculator-v0").rubric().score(cut)
     assert comps["correct_answer"] == 0.0 and comps["grounded_answer"] == 0.0

@@ -7,7 +7,13 @@ import random
 import pytest
 
 from agentic_rl.envs import CalculatorEnv, make
-from agentic_rl.envs.checker import CHECKS, EnvCheckError, check_env, play_oracle, tool_schema_problems
+from agentic_rl.envs.checker import (
+    CHECKS,
+    EnvCheckError,
+    check_env,
+    play_oracle,
+    tool_schema_problems,
+)
 from agentic_rl.errors import UnknownEnvError
 from agentic_rl.rewards import RewardFunction, RewardGroup, Rubric
 from agentic_rl.types import Message, Observation
@@ -105,10 +111,12 @@ def test_tool_schema_problems_names_each_problem():
     good = {"name": "t", "description": "d", "parameters": {"type": "object", "properties": {}}}
     assert tool_schema_problems((good,)) == []
     assert "duplicate tool names: t" in tool_schema_problems((good, good))
-    assert tool_schema_problems(({"name": "u", "description": "d", "parameters": {"type": "string"}},)) == [
-        "tool 'u': parameters must have \"type\": \"object\""]
+    assert tool_schema_problems(
+        ({"name": "u", "description": "d", "parameters": {"type": "string"}},)
+    ) == ['tool \'u\': parameters must have "type": "object"']
     assert tool_schema_problems(({"description": "d", "parameters": {"type": "object"}},)) == [
-        "tool 0 has no string 'name'"]
+        "tool 0 has no string 'name'"
+    ]
 
 
 class NanReward(CalculatorEnv):
@@ -178,7 +186,9 @@ def test_declared_expected_success_is_tested_with_a_binomial_bound():
         oracle_expected_success = 0.95
 
     error = _failed(Declared95, seeds=range(8))
-    assert _checks(error) == {"oracle"} and "far below its declared expected success 95%" in str(error)
+    assert _checks(error) == {"oracle"} and "far below its declared expected success 95%" in str(
+        error
+    )
     assert "P(X <= 4) = 0.00037" in str(error)
 
     class Declared80(HalfOracle):  # wins 2 of 4: P(X <= 2 | n=4, p=0.8) = 0.18, not improbable
@@ -190,7 +200,9 @@ def test_declared_expected_success_is_tested_with_a_binomial_bound():
     class NotAProbability(CalculatorEnv):
         oracle_expected_success = 1.5
 
-    assert "must be a probability in [0, 1], got 1.5" in str(_failed(NotAProbability, seeds=range(1)))
+    assert "must be a probability in [0, 1], got 1.5" in str(
+        _failed(NotAProbability, seeds=range(1))
+    )
 
 
 def test_success_tail_by_hand():

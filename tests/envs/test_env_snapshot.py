@@ -69,8 +69,10 @@ def test_default_snapshot_names_the_env():
 
 # -- math-python-v0: a registered env with the sandboxed python tool ---------------------------
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
-                                 reason="bubblewrap missing or unusable (CI installs it)")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not bwrap_available(),
+    reason="bubblewrap missing or unusable (CI installs it)",
+)
 
 
 def _python(code, call_id="call_0_0"):
@@ -87,7 +89,10 @@ def test_math_python_snapshot_restores_interpreter_and_files():
         env.step(_python("acc.append(2)\nopen('w.txt', 'w').write('b')"))
         assert env.step(_python("acc"))[0].messages[0].content == "Out: [1, 2]"
         env.restore(snap)
-        assert env.step(_python("acc, open('w.txt').read()"))[0].messages[0].content == "Out: ([1], 'a')"
+        assert (
+            env.step(_python("acc, open('w.txt').read()"))[0].messages[0].content
+            == "Out: ([1], 'a')"
+        )
         answer = f"<answer>{env.task.answer}</answer>"
         assert env.step(Action(answer))[1:3] == (1.0, True)
         env.restore(snap)  # the ended episode is live again at the snapshot's turn
@@ -104,20 +109,27 @@ def test_math_python_timeout_is_a_sandbox_limit_hit_in_the_rubric():
     try:
         env.reset(seed=0)
         turns = []
-        for i, action in enumerate((_python("while True:\n    pass"), Action("<answer>0</answer>"))):
+        for i, action in enumerate(
+            (_python("while True:\n    pass"), Action("<answer>0</answer>"))
+        ):
             obs, reward, terminated, truncated, info = env.step(action)
             turns.append(Turn(i, action, obs, reward, (), (), (), (), info))
         events = turns[0].info["risk_events"]
         assert [(e["category"], e["rule"]) for e in events] == [("sandbox_limit", "timeout")]
-        traj = Trajectory("math-python-v0", 0, "g", "t", (), tuple(turns), (), (), (), StopReason.TERMINATED)
+        traj = Trajectory(
+            "math-python-v0", 0, "g", "t", (), tuple(turns), (), (), (), StopReason.TERMINATED
+        )
         scored = env.rubric().apply(traj)
         assert scored.reward_components["sandbox_limit_hits"] == 1.0
-        assert scored.reward_components["risk"] == pytest.approx(0.1)  # weight of sandbox_limit_hits
+        assert scored.reward_components["risk"] == pytest.approx(
+            0.1
+        )  # weight of sandbox_limit_hits
     finally:
         env.close()
 
 
 # -- check_env verifies snapshots of every env that has them -----------------------------------
+
 
 class _ForgetfulRestore(CalculatorEnv):
     def restore(self, snapshot):  # claims support but restores nothing

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from agentic_rl.envs import EpisodeEndedError, EpisodeNotStartedError, MemoryRecallEnv, make, registered
+from agentic_rl.envs import (
+    EpisodeEndedError,
+    EpisodeNotStartedError,
+    MemoryRecallEnv,
+    make,
+    registered,
+)
 from agentic_rl.envs.memory_recall_tasks import OPTIONS_PER_FACT, make_task
 from agentic_rl.memory import MemoryStore
 from agentic_rl.policy.scripted import ScriptedPolicy
@@ -50,8 +56,14 @@ def test_registered_with_a_description():
     assert "memory" in spec.description and isinstance(make("memory-recall-v0"), MemoryRecallEnv)
 
 
-@pytest.mark.parametrize("kwargs, turns", [({}, 3), ({"levels": ["update"], "num_questions": 2}, 7),
-                                           ({"num_facts": 4, "num_questions": 4}, 9)])
+@pytest.mark.parametrize(
+    "kwargs, turns",
+    [
+        ({}, 3),
+        ({"levels": ["update"], "num_questions": 2}, 7),
+        ({"num_facts": 4, "num_questions": 4}, 9),
+    ],
+)
 def test_oracle_reaches_full_success(kwargs, turns):
     env = make("memory-recall-v0", **kwargs)
     results = [play_oracle(env, seed) for seed in range(200)]
@@ -59,9 +71,13 @@ def test_oracle_reaches_full_success(kwargs, turns):
     assert {n for _, n in results} == {turns}
 
 
-@pytest.mark.parametrize("kwargs, chance", [({}, 1 / OPTIONS_PER_FACT),
-                                            ({"levels": ["recall", "update"], "num_questions": 2},
-                                             1 / OPTIONS_PER_FACT ** 2)])
+@pytest.mark.parametrize(
+    "kwargs, chance",
+    [
+        ({}, 1 / OPTIONS_PER_FACT),
+        ({"levels": ["recall", "update"], "num_questions": 2}, 1 / OPTIONS_PER_FACT**2),
+    ],
+)
 def test_without_memory_tools_the_oracle_drops_to_chance(kwargs, chance):
     env = make("memory-recall-v0", memory=False, **kwargs)
     assert "memory_search" not in env.system_prompt and not env.tools
@@ -80,7 +96,12 @@ def test_oracle_through_the_rollout_engine_within_the_default_budgets(chat):
         assert t.stop_reason is StopReason.TERMINATED and len(t.turns) == 3
         c = t.reward_components
         assert c["correct_answers"] == 1.0 and c["answer_format"] == 1.0 and c["outcome"] == 1.0
-        assert (c["memory_writes"], c["memory_reads"], c["memory_ops"], c["unused_writes"]) == (1, 1, 2, 0)
+        assert (c["memory_writes"], c["memory_reads"], c["memory_ops"], c["unused_writes"]) == (
+            1,
+            1,
+            2,
+            0,
+        )
         assert c["memory_hit_rate"] == 1.0 and c["memory_store_size"] == 1.0
         assert 0 < c["memory_tokens"] < t.num_generated_tokens + len(t.token_ids)
         # R = 1·1 + 0.1·1 − (0.01·2 + 0.05·0 + 0.0005·generated) − 0
@@ -95,11 +116,21 @@ def test_sessions_wipe_history_and_say_so():
     assert [m.role for m in obs.messages] == ["system", "user"] and info["context_reset"] is False
     assert task.customer in obs.messages[1].content and "wiped" in obs.messages[1].content
     assert info["expected"] == [task.answer(task.questions[0])]
-    obs, reward, done, truncated, info = env.step(Action("I will remember."))  # ends the reveal session
-    assert (reward, done, truncated, info["context_reset"], info["session_ended"]) == (0.0, False, False, True, "reveal")
+    obs, reward, done, truncated, info = env.step(
+        Action("I will remember.")
+    )  # ends the reveal session
+    assert (reward, done, truncated, info["context_reset"], info["session_ended"]) == (
+        0.0,
+        False,
+        False,
+        True,
+        "reveal",
+    )
     assert [m.role for m in obs.messages] == ["user"]
     assert "history was wiped" in obs.messages[0].content and "Question:" in obs.messages[0].content
-    obs, reward, done, _, info = env.step(Action(f"<answer>{task.answer(task.questions[0])}</answer>"))
+    obs, reward, done, _, info = env.step(
+        Action(f"<answer>{task.answer(task.questions[0])}</answer>")
+    )
     assert (reward, done, info["correct"], obs.messages) == (1.0, True, True, ())
     with pytest.raises(EpisodeEndedError):
         env.step(Action("again"))
@@ -109,7 +140,9 @@ def test_a_session_ends_after_max_session_turns_of_searching():
     env = make("memory-recall-v0", max_session_turns=2)
     env.reset(seed=1)
     env.step(Action("ok"))
-    search = parse_tool_calls('<tool_call>{"name": "memory_search", "arguments": {"query": "x"}}</tool_call>')[0]
+    search = parse_tool_calls(
+        '<tool_call>{"name": "memory_search", "arguments": {"query": "x"}}</tool_call>'
+    )[0]
     _, _, done, _, info = env.step(Action("s", search))
     assert not done and info["context_reset"] is False
     _, _, done, _, info = env.step(Action("s", search))
@@ -141,23 +174,38 @@ def test_task_family_scope_keeps_entries_across_episodes(tmp_path):
 
 def test_junk_writes_cost_reward(chat):
     env = make("memory-recall-v0")
-    junk = "".join(f'<tool_call>{{"name": "memory_write", "arguments": {{"text": "junk {i}"}}}}</tool_call>'
-                   for i in range(3))
-    policy = ScriptedPolicy(chat, lambda i, ctx: junk if "Session 1 of" in ctx and "Session 2" not in ctx
-                            else env.oracle_reply())
-    t = env.rubric().apply(run_episodes(policy, chat, [env], [3], ["g"], RolloutConfig(max_new_tokens=128))[0])
+    junk = "".join(
+        f'<tool_call>{{"name": "memory_write", "arguments": {{"text": "junk {i}"}}}}</tool_call>'
+        for i in range(3)
+    )
+    policy = ScriptedPolicy(
+        chat,
+        lambda i, ctx: (
+            junk if "Session 1 of" in ctx and "Session 2" not in ctx else env.oracle_reply()
+        ),
+    )
+    t = env.rubric().apply(
+        run_episodes(policy, chat, [env], [3], ["g"], RolloutConfig(max_new_tokens=128))[0]
+    )
     # the oracle's search found junk only: it guessed; three writes were never retrieved
     assert t.reward_components["memory_writes"] == 3 and t.reward_components["unused_writes"] >= 2
     assert t.reward_components["cost"] >= 0.05 * 2 + 0.01 * 4
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"levels": ["direct"]}, "levels must be"), ({"levels": "recall"}, "levels must be"),
-    ({"num_facts": 5}, "num_facts"), ({"num_facts": 2, "num_questions": 3}, "num_questions"),
-    ({"scope": "persistent"}, "set memory_path"), ({"scope": "nope"}, "scope"),
-    ({"max_session_turns": 0}, "max_session_turns"), ({"when_full": "x"}, "when_full"),
-    ({"permissions": {"defualt": "deny"}}, "defualt"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"levels": ["direct"]}, "levels must be"),
+        ({"levels": "recall"}, "levels must be"),
+        ({"num_facts": 5}, "num_facts"),
+        ({"num_facts": 2, "num_questions": 3}, "num_questions"),
+        ({"scope": "persistent"}, "set memory_path"),
+        ({"scope": "nope"}, "scope"),
+        ({"max_session_turns": 0}, "max_session_turns"),
+        ({"when_full": "x"}, "when_full"),
+        ({"permissions": {"defualt": "deny"}}, "defualt"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         MemoryRecallEnv(**kwargs)

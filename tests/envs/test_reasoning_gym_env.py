@@ -33,7 +33,9 @@ def test_a_task_without_gold_answers_fails_the_oracle_check():
     assert "oracle_reply() returned None" in str(info.value)
 
 
-@pytest.mark.parametrize("task,check", [("list_functions", "reset_determinism"), ("composite", "make")])
+@pytest.mark.parametrize(
+    "task,check", [("list_functions", "reset_determinism"), ("composite", "make")]
+)
 def test_known_broken_tasks_fail_the_right_check(task, check):
     with pytest.raises(EnvCheckError) as info:
         check_env(f"rg/{task}-v0", seeds=[0])
@@ -52,7 +54,7 @@ def test_gold_scores_1_wrong_and_multiple_score_0(task):
     env = make(f"rg/{task}-v0")
     for seed in range(3):
         gold = env.reset(seed=seed)[1]["expected"]
-        assert final(env, seed, f"<answer>{gold}</answer>") [0] == 1.0
+        assert final(env, seed, f"<answer>{gold}</answer>")[0] == 1.0
         reward, info = final(env, seed, "<answer>definitely not it</answer>")
         assert reward == 0.0 and info["task_score"] < 1.0
         reward, info = final(env, seed, f"<answer>{gold}</answer> <answer>{gold}</answer>")
@@ -94,17 +96,26 @@ def test_optional_python_tool():
     env = make("rg/chain_sum-v0", python_tool=True)
     obs, _ = env.reset(seed=1)
     assert [t["name"] for t in obs.tools] == ["python"] and "python" in obs.messages[0].content
-    call = "<tool_call>" + json.dumps({"name": "python", "arguments": {"code": "print(40 + 2)"}}) + "</tool_call>"
+    call = (
+        "<tool_call>"
+        + json.dumps({"name": "python", "arguments": {"code": "print(40 + 2)"}})
+        + "</tool_call>"
+    )
     obs, _, terminated, _, info = env.step(act(call))
     assert not terminated and obs.messages[0].content.strip() == "42" and info["tool_errors"] == 0
     env.close()
-    assert check_env(lambda: make("rg/chain_sum-v0", python_tool=True), seeds=[0]).oracle_success == 1.0
+    assert (
+        check_env(lambda: make("rg/chain_sum-v0", python_tool=True), seeds=[0]).oracle_success
+        == 1.0
+    )
 
 
 def test_without_the_tool_a_call_is_an_error_observation():
     env = make("rg/chain_sum-v0")
     assert env.reset(seed=0)[0].tools == ()
-    call = "<tool_call>" + json.dumps({"name": "python", "arguments": {"code": "1"}}) + "</tool_call>"
+    call = (
+        "<tool_call>" + json.dumps({"name": "python", "arguments": {"code": "1"}}) + "</tool_call>"
+    )
     obs, _, terminated, _, info = env.step(act(call))
     assert not terminated and info["tool_errors"] == 1 and "python" in obs.messages[0].content
     env.close()
@@ -117,5 +128,7 @@ def test_envs_cli_lists_the_family_compactly(capsys):
     out = capsys.readouterr().out
     assert "math-python-v0" in out and "calculator-v0" in out
     family_line = next(line for line in out.splitlines() if line.startswith("rg/<task>-v0"))
-    assert "reasoning-gym" in family_line and f"({len(families()[0].members())} tasks)" in family_line
+    assert (
+        "reasoning-gym" in family_line and f"({len(families()[0].members())} tasks)" in family_line
+    )
     assert "countdown" in out and len(out.splitlines()) < 60

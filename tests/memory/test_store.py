@@ -11,7 +11,12 @@ import textwrap
 import pytest
 
 from agentic_rl.memory import (
-    MemoryFullError, MemoryLimitError, MemoryNotFoundError, MemoryStore, MemoryStoreError, Scope,
+    MemoryFullError,
+    MemoryLimitError,
+    MemoryNotFoundError,
+    MemoryStore,
+    MemoryStoreError,
+    Scope,
 )
 from agentic_rl.memory.store import bm25_scores
 
@@ -19,12 +24,27 @@ from agentic_rl.memory.store import bm25_scores
 def test_write_get_update_delete_keep_every_field():
     store = MemoryStore(scope="episode", namespace="ep-1")
     entry = store.write("Alice likes teal", ["alice", "colour"], step=2, source_trajectory="traj-7")
-    assert (entry.text, entry.tags, entry.created_step, entry.updated_step) == ("Alice likes teal", ("alice", "colour"), 2, 2)
-    assert (entry.scope, entry.namespace, entry.source_trajectory, entry.uses) == ("episode", "ep-1", "traj-7", 0)
+    assert (entry.text, entry.tags, entry.created_step, entry.updated_step) == (
+        "Alice likes teal",
+        ("alice", "colour"),
+        2,
+        2,
+    )
+    assert (entry.scope, entry.namespace, entry.source_trajectory, entry.uses) == (
+        "episode",
+        "ep-1",
+        "traj-7",
+        0,
+    )
     assert store.get(entry.id) == entry and len(store) == 1
 
     updated = store.update(entry.id, "Alice likes green", step=5)
-    assert (updated.text, updated.tags, updated.created_step, updated.updated_step) == ("Alice likes green", ("alice", "colour"), 2, 5)
+    assert (updated.text, updated.tags, updated.created_step, updated.updated_step) == (
+        "Alice likes green",
+        ("alice", "colour"),
+        2,
+        5,
+    )
     assert store.update(entry.id, "Alice likes green", ["a"], step=6).tags == ("a",)
 
     assert store.delete(entry.id).text == "Alice likes green"
@@ -67,11 +87,26 @@ _READER = textwrap.dedent("""
 def test_persistent_entries_survive_process_restarts(tmp_path):
     path = tmp_path / "nested" / "memory.sqlite"
     subprocess.run([sys.executable, "-c", _WRITER, str(path)], check=True, timeout=60)
-    out = subprocess.run([sys.executable, "-c", _READER, str(path)], check=True, timeout=60,
-                         capture_output=True, text=True).stdout
-    assert json.loads(out) == {"n": 2, "top": "the codeword of Bruno Silva is quartz", "src": "run-a", "uses": 1}
-    out = subprocess.run([sys.executable, "-c", _READER, str(path)], check=True, timeout=60,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _READER, str(path)],
+        check=True,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert json.loads(out) == {
+        "n": 2,
+        "top": "the codeword of Bruno Silva is quartz",
+        "src": "run-a",
+        "uses": 1,
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", _READER, str(path)],
+        check=True,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert json.loads(out)["uses"] == 2  # the use counted by the first reader was persisted too
 
 
@@ -86,15 +121,18 @@ def test_scopes_and_namespaces_are_isolated(tmp_path):
         store.write(f"note of {store.scope.value} {store.namespace}")
     assert all(len(s) == 1 for s in (ep_a, ep_b, family, other_family, persistent))
     assert [e.text for e in family.entries()] == ["note of task_family customers"]
-    assert ep_a.search("note") and all(h.entry.namespace == "episode-a" for h in ep_a.search("note", k=10))
+    assert ep_a.search("note") and all(
+        h.entry.namespace == "episode-a" for h in ep_a.search("note", k=10)
+    )
     with pytest.raises(MemoryNotFoundError):
         ep_b.get(ep_a.entries()[0].id)  # an id of another namespace is not visible
     # the episode ends: its entries go, the others stay
     assert ep_a.clear() == 1
     assert len(ep_a) == 0 and len(ep_b) == 1 and len(family) == 1 and len(persistent) == 1
     # a new object on the same family sees the family's entries (across episodes)
-    assert [e.text for e in MemoryStore(path, scope="task_family", namespace="customers").entries()] == [
-        "note of task_family customers"]
+    assert [
+        e.text for e in MemoryStore(path, scope="task_family", namespace="customers").entries()
+    ] == ["note of task_family customers"]
 
 
 def test_anonymous_episode_stores_are_private():
@@ -102,14 +140,17 @@ def test_anonymous_episode_stores_are_private():
     assert a.namespace and a.namespace != b.namespace
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"scope": "global"}, "unknown memory scope"),
-    ({"scope": "task_family"}, "needs a namespace"),
-    ({"scope": "persistent", "namespace": "x"}, "single namespace"),
-    ({"max_entries": 0}, "max_entries must be a positive integer"),
-    ({"max_chars": 1.5}, "max_chars must be a positive integer"),
-    ({"when_full": "drop"}, "when_full must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"scope": "global"}, "unknown memory scope"),
+        ({"scope": "task_family"}, "needs a namespace"),
+        ({"scope": "persistent", "namespace": "x"}, "single namespace"),
+        ({"max_entries": 0}, "max_entries must be a positive integer"),
+        ({"max_chars": 1.5}, "max_chars must be a positive integer"),
+        ({"when_full": "drop"}, "when_full must be one of"),
+    ],
+)
 def test_bad_configuration_is_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         MemoryStore(**kwargs)
@@ -119,7 +160,9 @@ def test_full_store_refuses_and_changes_nothing():
     store = MemoryStore(max_entries=2)
     store.write("one")
     store.write("two")
-    with pytest.raises(MemoryFullError, match=r"memory is full \(2 of 2 entries\): delete or update"):
+    with pytest.raises(
+        MemoryFullError, match=r"memory is full \(2 of 2 entries\): delete or update"
+    ):
         store.write("three")
     assert [e.text for e in store.entries()] == ["one", "two"]
     assert isinstance(MemoryFullError("x"), MemoryStoreError)
@@ -137,7 +180,9 @@ def test_full_store_with_evict_lru_drops_the_least_recently_used_entry():
     d = store.write("date cake recipe", step=6)
     assert [e.id for e in store.entries()] == [a.id, c.id, d.id]
     store.update(c.id, "cherry tart recipe, less sugar", step=7)  # an update counts as a use
-    e = store.write("elderflower jelly recipe", step=8)  # LRU: a (used 5) < d (written 6) < c (updated 7)
+    e = store.write(
+        "elderflower jelly recipe", step=8
+    )  # LRU: a (used 5) < d (written 6) < c (updated 7)
     assert [x.id for x in store.entries()] == [c.id, d.id, e.id]
 
 
@@ -158,9 +203,9 @@ def test_entry_limits():
 
 
 CORPUS = [
-    "the cat sat on the mat",              # id 1
-    "dogs chase cats in the park",         # id 2
-    "a cat and a dog share the mat",       # id 3
+    "the cat sat on the mat",  # id 1
+    "dogs chase cats in the park",  # id 2
+    "a cat and a dog share the mat",  # id 3
     "stock prices fell sharply on monday",  # id 4
 ]
 
@@ -188,7 +233,9 @@ def test_bm25_score_matches_the_formula_by_hand():
     # idf = ln(1 + (3 - 1 + 0.5) / (1 + 0.5)) = ln(8/3) = 0.980829
     # tf part for d0 = 1 / (1 + 1.5 * (1 - 0.75 + 0.75 * 3 / (8/3))) = 1 / 2.640625 = 0.378698
     # score(d0, "cat mat") = 2 * 0.980829 * 0.378698 = 0.742877; d1 and d2 score 0
-    scores = bm25_scores("cat mat", ["the cat sat on the mat", "dogs chase cats", "a bird in the hand"])
+    scores = bm25_scores(
+        "cat mat", ["the cat sat on the mat", "dogs chase cats", "a bird in the hand"]
+    )
     assert math.isclose(scores[0], 2 * math.log(8 / 3) / 2.640625, rel_tol=1e-5)
     assert scores[1:] == [0.0, 0.0]
     assert bm25_scores("cat", []) == []

@@ -24,7 +24,9 @@ import torch
 
 
 class StubServer:
-    def __init__(self, model=None, tokenizer=None, eos_token_id: int = 2, chat_script=None, seed: int = 0):
+    def __init__(
+        self, model=None, tokenizer=None, eos_token_id: int = 2, chat_script=None, seed: int = 0
+    ):
         self.model, self.tokenizer, self.eos = model, tokenizer, eos_token_id
         self.chat_script = list(chat_script or [])
         self.control: dict = {}
@@ -84,7 +86,9 @@ class StubServer:
         prompt = body["prompt"]
         if not (isinstance(prompt, list) and all(isinstance(i, int) for i in prompt)):
             return 422, {"error": {"message": "prompt must be token ids"}}
-        if self.control.get("fail_text") and self.control["fail_text"] in self.tokenizer.decode(prompt):
+        if self.control.get("fail_text") and self.control["fail_text"] in self.tokenizer.decode(
+            prompt
+        ):
             return 500, {"error": {"message": "injected failure"}}
         temperature = float(body.get("temperature", 1.0))
         ids, logprobs, finish = list(prompt), [], "length"
@@ -92,31 +96,66 @@ class StubServer:
             logits = self.model(input_ids=torch.tensor([ids])).logits[0, -1].float()
             logp = torch.log_softmax(logits / (temperature or 1.0), -1)
             with self.lock:
-                token = int(logp.argmax()) if temperature == 0 else int(torch.multinomial(logp.exp(), 1, generator=self.generator))
+                token = (
+                    int(logp.argmax())
+                    if temperature == 0
+                    else int(torch.multinomial(logp.exp(), 1, generator=self.generator))
+                )
             ids.append(token)
             logprobs.append(float(logp[token]))
             if token == self.eos:
                 finish = "stop"
                 break
-        out = ids[len(prompt):]
-        logprob_block = {"tokens": [f"token_id:{t}" for t in out], "token_logprobs": logprobs,
-                         "text_offset": [0] * len(out), "top_logprobs": None}
-        choice = {"index": 0, "text": self.tokenizer.decode(out), "finish_reason": finish, "logprobs": logprob_block,
-                  "token_ids": out}
+        out = ids[len(prompt) :]
+        logprob_block = {
+            "tokens": [f"token_id:{t}" for t in out],
+            "token_logprobs": logprobs,
+            "text_offset": [0] * len(out),
+            "top_logprobs": None,
+        }
+        choice = {
+            "index": 0,
+            "text": self.tokenizer.decode(out),
+            "finish_reason": finish,
+            "logprobs": logprob_block,
+            "token_ids": out,
+        }
         if self.control.get("no_ids"):
             logprob_block["tokens"] = [self.tokenizer.decode([t]) for t in out]
             del choice["token_ids"]
-        return 200, {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": body.get("model", ""),
-                     "choices": [choice], "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(out),
-                                                    "total_tokens": len(prompt) + len(out)}}
+        return 200, {
+            "id": "cmpl-1",
+            "object": "text_completion",
+            "created": 0,
+            "model": body.get("model", ""),
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": len(out),
+                "total_tokens": len(prompt) + len(out),
+            },
+        }
 
     def chat(self, body: dict):
         self.chat_requests.append(body)
         reply = self.chat_script.pop(0) if self.chat_script else {"content": "<answer>0</answer>"}
         message = {"role": "assistant", "content": reply.get("content")}
         if reply.get("tool_calls"):
-            message["tool_calls"] = [{"id": f"srv_{i}", "type": "function",
-                                      "function": {"name": n, "arguments": a}} for i, (n, a) in enumerate(reply["tool_calls"])]
-        return 200, {"id": "chat-1", "object": "chat.completion", "created": 0, "model": body.get("model", ""),
-                     "choices": [{"index": 0, "message": message, "finish_reason": reply.get("finish_reason", "stop")}],
-                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+            message["tool_calls"] = [
+                {"id": f"srv_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+                for i, (n, a) in enumerate(reply["tool_calls"])
+            ]
+        return 200, {
+            "id": "chat-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", ""),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": reply.get("finish_reason", "stop"),
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }

@@ -12,14 +12,22 @@ def test_render_prompt():
     text = ChatFormat.render_message(Message("user", "hi"))
     assert text == "<|im_start|>user\nhi<|im_end|>\n"
     prompt = ChatFormat(None).render_prompt([Message("system", "S"), Message("user", "U")])
-    assert prompt == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        prompt
+        == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_render_continuation():
     chat = ChatFormat(None)
     tool = [Message("tool", "42")]
-    assert chat.render_continuation(tool, reply_closed=True) == "\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n"
-    assert chat.render_continuation(tool, reply_closed=False).startswith("<|im_end|>\n<|im_start|>tool\n")
+    assert (
+        chat.render_continuation(tool, reply_closed=True)
+        == "\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert chat.render_continuation(tool, reply_closed=False).startswith(
+        "<|im_end|>\n<|im_start|>tool\n"
+    )
     assert chat.render_continuation([], reply_closed=True) == "\n<|im_start|>assistant\n"
 
 
@@ -48,17 +56,25 @@ def test_scripted_policy(chat):
 
     policy = ScriptedPolicy(chat, reply)
     ctx = chat.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
-    gens = policy.generate([GenerationRequest(ctx, 64, 0), GenerationRequest(ctx, 2, 5)], SamplingParams())
+    gens = policy.generate(
+        [GenerationRequest(ctx, 64, 0), GenerationRequest(ctx, 2, 5)], SamplingParams()
+    )
     assert seen == [(0, chat.decode(ctx)), (5, chat.decode(ctx))]
     full = chat.encode("reply 0<|im_end|>")
-    assert gens[0].token_ids == tuple(full) and gens[0].finished and gens[0].logprobs == (0.0,) * len(full)
+    assert (
+        gens[0].token_ids == tuple(full)
+        and gens[0].finished
+        and gens[0].logprobs == (0.0,) * len(full)
+    )
     # cut at max_new_tokens: unfinished, no end-of-turn id
     assert gens[1].token_ids == tuple(chat.encode("reply 5<|im_end|>")[:2]) and not gens[1].finished
 
 
 def _special_strings(tokenizer) -> list[str]:
-    return sorted({t.content for t in tokenizer.added_tokens_decoder.values() if t.special}
-                  | set(tokenizer.all_special_tokens))
+    return sorted(
+        {t.content for t in tokenizer.added_tokens_decoder.values() if t.special}
+        | set(tokenizer.all_special_tokens)
+    )
 
 
 def test_tool_text_never_yields_a_special_id(chat):
@@ -70,7 +86,9 @@ def test_tool_text_never_yields_a_special_id(chat):
     special_ids = {tok.convert_tokens_to_ids(s) for s in specials}
     tool_text = "out: " + " ".join(specials) + "".join(specials) + " end"
     others = tool_text.replace("<|im_start|>", "").replace("<|im_end|>", "")
-    assert not special_ids & set(chat.encode(others))  # <|endoftext|> & co. are split into plain tokens
+    assert not special_ids & set(
+        chat.encode(others)
+    )  # <|endoftext|> & co. are split into plain tokens
     for text in (others, "<|endoftext|>", "a<file_sep>b"):
         assert chat.decode(chat.encode(text)) == text  # and round-trip as text
     # rendered into a turn: exactly the template's markers are special
@@ -80,7 +98,9 @@ def test_tool_text_never_yields_a_special_id(chat):
 
 
 def test_encode_equals_the_tokenizer_without_other_special_strings(chat):
-    text = ChatFormat(None).render_prompt([Message("system", "S"), Message("user", "Tab\there  ünï 12345 \n\n x")])
+    text = ChatFormat(None).render_prompt(
+        [Message("system", "S"), Message("user", "Tab\there  ünï 12345 \n\n x")]
+    )
     assert chat.encode(text) == chat.tokenizer(text, add_special_tokens=False)["input_ids"]
     # the shared tokenizer is left as it was: other callers still get special ids
     eot = chat.tokenizer.convert_tokens_to_ids("<|endoftext|>")

@@ -24,7 +24,9 @@ from agentic_rl.types import StopReason
 # a low temperature makes the tiny random model's distributions peaked, so turns end at different lengths
 SAMPLE = SamplingParams(temperature=0.05)
 TOL = 1e-4  # float32 logprob agreement (fused matmuls sum in another order)
-ENV = "frozenlake-v0"  # multi-turn whatever the policy says: an invalid move is an error observation
+ENV = (
+    "frozenlake-v0"  # multi-turn whatever the policy says: an invalid move is an error observation
+)
 
 
 @pytest.fixture()
@@ -48,8 +50,11 @@ def _eos_often(model, contexts) -> int:
 def _contexts(chat, n: int) -> list[list[int]]:
     system = "<|im_start|>system\nYou are a helpful assistant with a calculator tool.<|im_end|>\n"
     return [
-        chat.encode(system + f"<|im_start|>user\nWhat is {i % 3} * {7 + (i % 3) * 11}{'?' * (i % 2)}<|im_end|>\n"
-                    "<|im_start|>assistant\n")
+        chat.encode(
+            system
+            + f"<|im_start|>user\nWhat is {i % 3} * {7 + (i % 3) * 11}{'?' * (i % 2)}<|im_end|>\n"
+            "<|im_start|>assistant\n"
+        )
         for i in range(n)
     ]
 
@@ -65,31 +70,53 @@ def _assert_same(simple, fast):
 @pytest.mark.parametrize("max_batch", [64, 3])
 def test_one_call_matches_hf_policy(model, chat, max_batch):
     ctxs = _contexts(chat, 7)
-    eos = _eos_often(model, ctxs)  # identical prompts (i and i + 6), a shared system prefix, 2 lengths
-    reqs = [GenerationRequest(tuple(c), 4 + 2 * i, episode_index=i, cache_key=f"e{i}", sample_seed=10 + i)
-            for i, c in enumerate(ctxs)]
+    eos = _eos_often(
+        model, ctxs
+    )  # identical prompts (i and i + 6), a shared system prefix, 2 lengths
+    reqs = [
+        GenerationRequest(
+            tuple(c), 4 + 2 * i, episode_index=i, cache_key=f"e{i}", sample_seed=10 + i
+        )
+        for i, c in enumerate(ctxs)
+    ]
     simple = HFPolicy(model, eos, 0).generate(reqs, SAMPLE)
     fast = FastPolicy(model, eos, 0, max_batch=max_batch).generate(reqs, SAMPLE)
     _assert_same(simple, fast)
-    assert len({len(g.token_ids) for g in fast}) > 1  # rows really left the batch at different steps
+    assert (
+        len({len(g.token_ids) for g in fast}) > 1
+    )  # rows really left the batch at different steps
 
 
 def test_greedy_matches_and_rows_without_key_or_seed(model, chat):
     ctxs = _contexts(chat, 3)
     reqs = [GenerationRequest(tuple(c), 6) for c in ctxs]  # no cache key, no seed
     greedy = SamplingParams(greedy=True)
-    _assert_same(HFPolicy(model, -1, 0).generate(reqs, greedy), FastPolicy(model, -1, 0).generate(reqs, greedy))
+    _assert_same(
+        HFPolicy(model, -1, 0).generate(reqs, greedy),
+        FastPolicy(model, -1, 0).generate(reqs, greedy),
+    )
 
 
 def test_second_turn_reuses_kv_and_matches(model, chat):
     ctxs = _contexts(chat, 4)
     eos = _eos_often(model, ctxs)
     fast = FastPolicy(model, eos, 0)
-    reqs = [GenerationRequest(tuple(c), 12, episode_index=i, cache_key=f"e{i}", sample_seed=i) for i, c in enumerate(ctxs)]
+    reqs = [
+        GenerationRequest(tuple(c), 12, episode_index=i, cache_key=f"e{i}", sample_seed=i)
+        for i, c in enumerate(ctxs)
+    ]
     first = fast.generate(reqs, SAMPLE)
     tail = chat.encode("<|im_start|>user\nresult: 42<|im_end|>\n<|im_start|>assistant\n")
-    reqs2 = [GenerationRequest(tuple(c) + g.token_ids + tuple(tail), 12, episode_index=i, cache_key=f"e{i}",
-                               sample_seed=100 + i) for i, (c, g) in enumerate(zip(ctxs, first))]
+    reqs2 = [
+        GenerationRequest(
+            tuple(c) + g.token_ids + tuple(tail),
+            12,
+            episode_index=i,
+            cache_key=f"e{i}",
+            sample_seed=100 + i,
+        )
+        for i, (c, g) in enumerate(zip(ctxs, first))
+    ]
     encoded: list[int] = []
     original = fast.decoder.forward
 
@@ -101,7 +128,9 @@ def test_second_turn_reuses_kv_and_matches(model, chat):
     second = fast.generate(reqs2, SAMPLE)
     _assert_same(HFPolicy(model, eos, 0).generate(reqs2, SAMPLE), second)
     # the admission forward encoded only each row's new tokens, not the whole history
-    new_tokens = sum(len(r.context_ids) - len(c) - len(g.token_ids) + 1 for r, c, g in zip(reqs2, ctxs, first))
+    new_tokens = sum(
+        len(r.context_ids) - len(c) - len(g.token_ids) + 1 for r, c, g in zip(reqs2, ctxs, first)
+    )
     assert encoded[0] == new_tokens
 
 
@@ -137,7 +166,9 @@ def test_weight_change_between_steps_of_an_open_stream_is_picked_up(model, chat)
             for p in model.parameters():
                 p.add_(0.05 * torch.randn_like(p))
         stream.step()
-        assert fast.decoder._version == fast.decoder._param_version()  # rebuilt from the new weights
+        assert (
+            fast.decoder._version == fast.decoder._param_version()
+        )  # rebuilt from the new weights
 
 
 def test_adapter_attached_after_the_policy_was_built_is_used(model, chat):
@@ -146,7 +177,9 @@ def test_adapter_attached_after_the_policy_was_built_is_used(model, chat):
     fast = FastPolicy(model, -1, 0)
     reqs = [GenerationRequest(tuple(c), 6, sample_seed=i) for i, c in enumerate(_contexts(chat, 2))]
     fast.generate(reqs, SAMPLE)  # weights copied before the adapter exists
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    peft_model = get_peft_model(
+        model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM")
+    )
     with torch.no_grad():
         for name, p in peft_model.named_parameters():
             if "lora_B" in name:
@@ -157,13 +190,18 @@ def test_adapter_attached_after_the_policy_was_built_is_used(model, chat):
 def test_lora_adapters_are_merged_for_sampling(model, chat):
     from peft import LoraConfig, get_peft_model
 
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    peft_model = get_peft_model(
+        model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM")
+    )
     with torch.no_grad():
         for name, p in peft_model.named_parameters():
             if "lora_B" in name:
                 p.normal_(0, 0.5)  # non-zero deltas (peft initialises B to zero)
     reqs = [GenerationRequest(tuple(c), 6, sample_seed=i) for i, c in enumerate(_contexts(chat, 3))]
-    _assert_same(HFPolicy(peft_model, -1, 0).generate(reqs, SAMPLE), FastPolicy(peft_model, -1, 0).generate(reqs, SAMPLE))
+    _assert_same(
+        HFPolicy(peft_model, -1, 0).generate(reqs, SAMPLE),
+        FastPolicy(peft_model, -1, 0).generate(reqs, SAMPLE),
+    )
 
 
 def test_stream_rejects_bad_requests_and_duplicate_keys(model, chat):
@@ -195,11 +233,19 @@ def test_rollout_continuous_schedule_matches_turn_synchronous(model, chat):
     worker threads, rows joining mid-batch) records the same token streams as the simple
     turn-by-turn schedule with HFPolicy."""
     eos = chat.eos_token_id
-    cfg = RolloutConfig(max_turns=3, max_new_tokens=10, max_total_tokens=1024, temperature=SAMPLE.temperature)
+    cfg = RolloutConfig(
+        max_turns=3, max_new_tokens=10, max_total_tokens=1024, temperature=SAMPLE.temperature
+    )
     seeds = [0, 0, 1, 1, 2, 2]
     # stop at different lengths: the tiny model's frequent token ends a turn too
     probe = [make(ENV) for _ in range(3)]
-    often = _eos_often(model, [chat.encode(chat.render_prompt(e.reset(seed=s)[0].messages)) for e, s in zip(probe, (0, 1, 2))])
+    often = _eos_often(
+        model,
+        [
+            chat.encode(chat.render_prompt(e.reset(seed=s)[0].messages))
+            for e, s in zip(probe, (0, 1, 2))
+        ],
+    )
     for env in probe:
         env.close()
     from tests.tiny_eos import bias_toward_eos
@@ -213,7 +259,9 @@ def test_rollout_continuous_schedule_matches_turn_synchronous(model, chat):
     runs = []
     for policy in (simple, fast):
         envs = [make(ENV) for _ in seeds]
-        runs.append(run_episodes(policy, chat, envs, seeds, [str(s) for s in seeds], cfg, sample_seed=1234))
+        runs.append(
+            run_episodes(policy, chat, envs, seeds, [str(s) for s in seeds], cfg, sample_seed=1234)
+        )
         for env in envs:
             env.close()
     assert eos != often
@@ -224,7 +272,9 @@ def test_rollout_continuous_schedule_matches_turn_synchronous(model, chat):
         assert [t.token_ids for t in a.turns] == [t.token_ids for t in b.turns]
         assert a.stop_reason == b.stop_reason
     assert any(len(t.turns) > 1 for t in runs[1])  # multi-turn episodes really ran
-    assert any(t.stop_reason is StopReason.MAX_NEW_TOKENS for t in runs[1])  # and a cut one, in both schedules
+    assert any(
+        t.stop_reason is StopReason.MAX_NEW_TOKENS for t in runs[1]
+    )  # and a cut one, in both schedules
 
 
 def test_kv_slots_grow_to_what_the_episodes_need(model, chat):
@@ -232,7 +282,10 @@ def test_kv_slots_grow_to_what_the_episodes_need(model, chat):
     ctxs = _contexts(chat, 5)
     fast = FastPolicy(model, -1, 0, max_batch=2)
     fast.clear_cache()  # start from a one-slot cache
-    reqs = [GenerationRequest(tuple(c), 3 + i, cache_key=f"e{i}", sample_seed=i) for i, c in enumerate(ctxs)]
+    reqs = [
+        GenerationRequest(tuple(c), 3 + i, cache_key=f"e{i}", sample_seed=i)
+        for i, c in enumerate(ctxs)
+    ]
     fast.generate(reqs, SAMPLE)
     assert fast.decoder.num_slots == 5
     fast.clear_cache()
@@ -294,7 +347,9 @@ def test_bf16_sampler_follows_the_float32_model(model, chat):
     """A bfloat16 sampling copy (weights, matmuls, KV in bf16) gives logprobs close to, not equal
     to, the float32 model's for the tokens it samples; the trained model stays float32."""
     ctxs = _contexts(chat, 4)
-    reqs = [GenerationRequest(tuple(c), 8, cache_key=f"e{i}", sample_seed=i) for i, c in enumerate(ctxs)]
+    reqs = [
+        GenerationRequest(tuple(c), 8, cache_key=f"e{i}", sample_seed=i) for i, c in enumerate(ctxs)
+    ]
     fast = FastPolicy(model, -1, 0, dtype=torch.bfloat16)
     assert fast.decoder.keys[0].dtype == torch.bfloat16
     gens = fast.generate(reqs, SamplingParams(temperature=1.0))
@@ -304,7 +359,10 @@ def test_bf16_sampler_follows_the_float32_model(model, chat):
         with torch.no_grad():
             logp = torch.log_softmax(model(ids).logits[0].float(), -1)
         n = len(r.context_ids)
-        diffs += [abs(logp[n - 1 + k, t].item() - lp) for k, (t, lp) in enumerate(zip(g.token_ids, g.logprobs))]
+        diffs += [
+            abs(logp[n - 1 + k, t].item() - lp)
+            for k, (t, lp) in enumerate(zip(g.token_ids, g.logprobs))
+        ]
     assert 1e-6 < max(diffs) < 0.1
     assert next(model.parameters()).dtype == torch.float32
     with pytest.raises(UnsupportedModel, match="fast sampler"):

@@ -91,13 +91,17 @@ def test_left_padding_does_not_change_results(model, chat, tokenizer, contexts):
         (alone,) = policy.generate([request], GREEDY)
         assert gen.token_ids == alone.token_ids
         assert gen.finished == alone.finished
-        torch.testing.assert_close(torch.tensor(gen.logprobs), torch.tensor(alone.logprobs), atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            torch.tensor(gen.logprobs), torch.tensor(alone.logprobs), atol=1e-4, rtol=0
+        )
 
 
 def test_seeded_sampling_is_reproducible(model, chat, tokenizer, contexts):
     requests = [GenerationRequest(c, 8, i) for i, c in enumerate(contexts)]
     runs = [
-        _policy(model, chat, tokenizer, generator=torch.Generator().manual_seed(seed)).generate(requests, SamplingParams())
+        _policy(model, chat, tokenizer, generator=torch.Generator().manual_seed(seed)).generate(
+            requests, SamplingParams()
+        )
         for seed in (123, 123, 124)
     ]
     assert runs[0] == runs[1]
@@ -107,8 +111,10 @@ def test_seeded_sampling_is_reproducible(model, chat, tokenizer, contexts):
 def test_each_max_new_tokens_is_respected(model, chat, tokenizer, contexts):
     policy = _policy(model, chat, tokenizer, generator=torch.Generator().manual_seed(1))
     limits = [1, 4, 11]
-    gens = policy.generate([GenerationRequest(c, n, i) for i, (c, n) in enumerate(zip(contexts, limits))],
-                           SamplingParams())
+    gens = policy.generate(
+        [GenerationRequest(c, n, i) for i, (c, n) in enumerate(zip(contexts, limits))],
+        SamplingParams(),
+    )
     for gen, n in zip(gens, limits):
         if gen.finished:
             assert len(gen.token_ids) <= n and gen.token_ids[-1] == chat.eos_token_id
@@ -121,7 +127,9 @@ def test_finished_when_eos_is_sampled(model, chat, tokenizer, contexts):
     plain = _policy(model, chat, tokenizer)
     first = plain.generate([GenerationRequest(contexts[0], 1)], GREEDY)[0].token_ids[0]
     policy = HFPolicy(model, eos_token_id=first, pad_token_id=tokenizer.pad_token_id)
-    gens = policy.generate([GenerationRequest(contexts[0], 10, 0), GenerationRequest(contexts[2], 4, 1)], GREEDY)
+    gens = policy.generate(
+        [GenerationRequest(contexts[0], 10, 0), GenerationRequest(contexts[2], 4, 1)], GREEDY
+    )
     assert gens[0].token_ids == (first,) and gens[0].finished
     other = plain.generate([GenerationRequest(contexts[2], 4)], GREEDY)[0]
     if first not in other.token_ids:  # the other row is unaffected and runs to its budget
@@ -165,7 +173,9 @@ def _rollout_and_score(model, chat, tokenizer, n: int, max_new_tokens: int, temp
 def test_engine_trajectories_score_to_their_recorded_logprobs(model, chat, tokenizer):
     """End to end: batched rollouts of different prompt lengths, stored, packed and re-scored by
     the trainer give back the sampler's logprobs (no re-tokenization anywhere)."""
-    trajs, batch, scored = _rollout_and_score(model, chat, tokenizer, n=4, max_new_tokens=6, temperature=0.8)
+    trajs, batch, scored = _rollout_and_score(
+        model, chat, tokenizer, n=4, max_new_tokens=6, temperature=0.8
+    )
     assert len({len(t.token_ids) for t in trajs}) > 1
     assert batch.num_tokens == sum(t.num_generated_tokens for t in trajs)
     torch.testing.assert_close(scored, batch.old_logprobs, atol=1e-4, rtol=0)
@@ -174,13 +184,16 @@ def test_engine_trajectories_score_to_their_recorded_logprobs(model, chat, token
 @pytest.mark.slow
 def test_smollm2_rollouts_score_to_their_recorded_logprobs(model_dir, chat, tokenizer):
     real = load_model(model_dir)
-    trajs, batch, scored = _rollout_and_score(real, chat, tokenizer, n=4, max_new_tokens=32, temperature=1.0)
+    trajs, batch, scored = _rollout_and_score(
+        real, chat, tokenizer, n=4, max_new_tokens=32, temperature=1.0
+    )
     assert batch.num_tokens > 0
     torch.testing.assert_close(scored, batch.old_logprobs, atol=1e-3, rtol=0)
     assert float((scored - batch.old_logprobs).abs().mean()) < 1e-4
 
 
 # -- KV reuse: per-episode caches across turns and a shared prompt prefix ---------------------
+
 
 def _reference(model, chat, tokenizer) -> HFPolicy:
     """A policy that re-encodes every context from scratch (no per-episode or shared-prefix KV)."""
@@ -190,23 +203,33 @@ def _reference(model, chat, tokenizer) -> HFPolicy:
 def _assert_same(gens, refs):
     for gen, ref in zip(gens, refs):
         assert gen.token_ids == ref.token_ids and gen.finished == ref.finished
-        torch.testing.assert_close(torch.tensor(gen.logprobs), torch.tensor(ref.logprobs), atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            torch.tensor(gen.logprobs), torch.tensor(ref.logprobs), atol=1e-4, rtol=0
+        )
 
 
 def test_cached_turn_equals_fresh_encoding(model, chat, tokenizer, contexts):
     """Turn 2 extends turn 1's context + sampled ids: with the episode's cache only the new tokens are
     encoded, and the result equals encoding the whole context from scratch."""
     policy = _policy(model, chat, tokenizer)
-    first = policy.generate([GenerationRequest(contexts[0], 5, 0, "a"), GenerationRequest(contexts[2], 3, 1, "b")],
-                            GREEDY)
+    first = policy.generate(
+        [GenerationRequest(contexts[0], 5, 0, "a"), GenerationRequest(contexts[2], 3, 1, "b")],
+        GREEDY,
+    )
     # the cache holds the context and all but the last sampled token
     assert policy._cache["a"].ids == contexts[0] + list(first[0].token_ids[:-1])
     tool = chat.encode("\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n")
-    second_ctx = [contexts[0] + list(first[0].token_ids) + tool, contexts[2] + list(first[1].token_ids) + tool[:3]]
-    second = policy.generate([GenerationRequest(second_ctx[0], 6, 0, "a"), GenerationRequest(second_ctx[1], 4, 1, "b")],
-                             GREEDY)
-    refs = _reference(model, chat, tokenizer).generate([GenerationRequest(c, n) for c, n in zip(second_ctx, (6, 4))],
-                                                       GREEDY)
+    second_ctx = [
+        contexts[0] + list(first[0].token_ids) + tool,
+        contexts[2] + list(first[1].token_ids) + tool[:3],
+    ]
+    second = policy.generate(
+        [GenerationRequest(second_ctx[0], 6, 0, "a"), GenerationRequest(second_ctx[1], 4, 1, "b")],
+        GREEDY,
+    )
+    refs = _reference(model, chat, tokenizer).generate(
+        [GenerationRequest(c, n) for c, n in zip(second_ctx, (6, 4))], GREEDY
+    )
     _assert_same(second, refs)
 
 
@@ -214,10 +237,15 @@ def test_mixed_batch_of_cached_and_new_rows(model, chat, tokenizer, contexts):
     policy = _policy(model, chat, tokenizer)
     (g,) = policy.generate([GenerationRequest(contexts[2], 4, 0, "a")], GREEDY)
     ctx_a = contexts[2] + list(g.token_ids) + chat.encode("\nmore")
-    requests = [GenerationRequest(ctx_a, 5, 0, "a"), GenerationRequest(contexts[0], 7, 1, "new"),
-                GenerationRequest(contexts[1], 2, 2, None)]
-    _assert_same(policy.generate(requests, GREEDY),
-                 _reference(model, chat, tokenizer).generate(requests, GREEDY))
+    requests = [
+        GenerationRequest(ctx_a, 5, 0, "a"),
+        GenerationRequest(contexts[0], 7, 1, "new"),
+        GenerationRequest(contexts[1], 2, 2, None),
+    ]
+    _assert_same(
+        policy.generate(requests, GREEDY),
+        _reference(model, chat, tokenizer).generate(requests, GREEDY),
+    )
 
 
 def test_stale_cache_is_never_used(model, chat, tokenizer, contexts):
@@ -225,12 +253,17 @@ def test_stale_cache_is_never_used(model, chat, tokenizer, contexts):
     policy = _policy(model, chat, tokenizer)
     policy.generate([GenerationRequest(contexts[2], 4, 0, "a")], GREEDY)
     other = [GenerationRequest(contexts[0], 5, 0, "a")]  # same key, unrelated context
-    _assert_same(policy.generate(other, GREEDY), _reference(model, chat, tokenizer).generate(other, GREEDY))
+    _assert_same(
+        policy.generate(other, GREEDY), _reference(model, chat, tokenizer).generate(other, GREEDY)
+    )
 
 
 def test_unrequested_keys_are_evicted(model, chat, tokenizer, contexts):
     policy = _policy(model, chat, tokenizer)
-    policy.generate([GenerationRequest(contexts[0], 2, 0, "a"), GenerationRequest(contexts[1], 2, 1, "b")], GREEDY)
+    policy.generate(
+        [GenerationRequest(contexts[0], 2, 0, "a"), GenerationRequest(contexts[1], 2, 1, "b")],
+        GREEDY,
+    )
     assert set(policy._cache) == {"a", "b"}
     policy.generate([GenerationRequest(contexts[2], 2, 0, "c")], GREEDY)
     assert set(policy._cache) == {"c"}
@@ -240,11 +273,20 @@ def test_unrequested_keys_are_evicted(model, chat, tokenizer, contexts):
 
 def test_shared_prefix_equals_separate_encoding(model, chat, tokenizer):
     """Rows starting with the same long prompt share its KV; results equal one-by-one generation."""
-    prefix = chat.encode("<|im_start|>system\nYou are a helpful assistant. Use the calculator tool for arithmetic."
-                         " When you know the result, reply with <answer>NUMBER</answer>.<|im_end|>\n")
+    prefix = chat.encode(
+        "<|im_start|>system\nYou are a helpful assistant. Use the calculator tool for arithmetic."
+        " When you know the result, reply with <answer>NUMBER</answer>.<|im_end|>\n"
+    )
     assert len(prefix) >= 16
-    tails = ["<|im_start|>user\nWhat is 3 * 4?", "<|im_start|>user\nMultiply 347 by 28 please.", "<|im_start|>user\nHi"]
-    requests = [GenerationRequest(prefix + chat.encode(t), n, i) for i, (t, n) in enumerate(zip(tails, (4, 6, 2)))]
+    tails = [
+        "<|im_start|>user\nWhat is 3 * 4?",
+        "<|im_start|>user\nMultiply 347 by 28 please.",
+        "<|im_start|>user\nHi",
+    ]
+    requests = [
+        GenerationRequest(prefix + chat.encode(t), n, i)
+        for i, (t, n) in enumerate(zip(tails, (4, 6, 2)))
+    ]
     batched = _policy(model, chat, tokenizer).generate(requests, GREEDY)
     reference = _reference(model, chat, tokenizer)
     _assert_same(batched, [reference.generate([r], GREEDY)[0] for r in requests])
@@ -264,14 +306,18 @@ def test_multi_turn_rollouts_score_to_their_recorded_logprobs(tiny_model_dir, ch
 
     from tests.tiny_eos import bias_toward_eos
 
-    model = bias_toward_eos(load_model(tiny_model_dir), chat.eos_token_id)  # replies end, so episodes go on
+    model = bias_toward_eos(
+        load_model(tiny_model_dir), chat.eos_token_id
+    )  # replies end, so episodes go on
     config = RolloutConfig(max_turns=3, max_new_tokens=8)
 
     def rollout(policy, greedy):
         envs = [KeepGoing() for _ in range(3)]
         return run_episodes(policy, chat, envs, [0, 1, 2], ["g"] * 3, config, greedy=greedy)
 
-    sampled = rollout(_policy(model, chat, tokenizer, generator=torch.Generator().manual_seed(3)), greedy=False)
+    sampled = rollout(
+        _policy(model, chat, tokenizer, generator=torch.Generator().manual_seed(3)), greedy=False
+    )
     assert all(len(t.turns) == 3 and t.stop_reason == StopReason.MAX_TURNS for t in sampled)
     batch = pack(sampled)
     with torch.no_grad():
@@ -282,4 +328,6 @@ def test_multi_turn_rollouts_score_to_their_recorded_logprobs(tiny_model_dir, ch
     fresh = rollout(_reference(model, chat, tokenizer), greedy=True)
     assert [t.token_ids for t in cached] == [t.token_ids for t in fresh]
     for a, b in zip(cached, fresh):
-        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4, rtol=0
+        )

@@ -19,7 +19,9 @@ import time
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (.ci/run installs it)")
+pytest.importorskip(
+    "llama_cpp", reason="llama-cpp-python[server] is not installed (.ci/run installs it)"
+)
 pytest.importorskip("openai", reason="the optional extra 'openai' is not installed")
 
 from agentic_rl.envs import make  # noqa: E402
@@ -42,8 +44,25 @@ def server_url(tmp_path_factory):
     # stderr to a file, not a pipe: the server logs every refused request, and a full pipe would block it
     log_path = tmp_path_factory.mktemp("llama-server") / "stderr.log"
     log_file = log_path.open("w")
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf_path()), "--model_alias", "smollm2",
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2", "--verbose", "False"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(default_gguf_path()),
+        "--model_alias",
+        "smollm2",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "2048",
+        "--n_threads",
+        "2",
+        "--verbose",
+        "False",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -70,13 +89,26 @@ def server_url(tmp_path_factory):
 def test_chat_completions_with_tools_run_calculator_episodes(server_url):
     client = make_client(server_url, timeout_s=120, max_retries=1)
     envs = [make("calculator-v0") for _ in range(2)]
-    trajs = run_chat_episodes(client, "smollm2", envs, [0, 1], ["a", "b"], max_turns=2, max_tokens=256,
-                              temperature=0.0, policy_version=0)
+    trajs = run_chat_episodes(
+        client,
+        "smollm2",
+        envs,
+        [0, 1],
+        ["a", "b"],
+        max_turns=2,
+        max_tokens=256,
+        temperature=0.0,
+        policy_version=0,
+    )
     for t in trajs:
         assert not t.failed, t.info.get("failure")
         # a reply the server cut at max_tokens ends the episode (MAX_NEW_TOKENS); 256 leaves room to finish
-        assert t.stop_reason in (StopReason.TERMINATED, StopReason.MAX_TURNS), [m.content for m in t.messages[2:]]
-        assert t.messages[2].role == "assistant" and t.messages[2].content.strip()  # the model answered
+        assert t.stop_reason in (StopReason.TERMINATED, StopReason.MAX_TURNS), [
+            m.content for m in t.messages[2:]
+        ]
+        assert (
+            t.messages[2].role == "assistant" and t.messages[2].content.strip()
+        )  # the model answered
         assert t.turns and t.info["policy_version"] == 0
         scored = envs[0].rubric().apply(t)  # rubric runs on text-only trajectories
         assert scored.reward is not None and "correct_answer" in scored.reward_components
@@ -86,8 +118,12 @@ def test_token_in_token_out_is_refused_as_failed_trajectories(server_url, chat):
     client = make_client(server_url, timeout_s=60, max_retries=0)
     policy = OpenAICompatPolicy(client, "smollm2", chat.eos_token_id)
     envs = [make("calculator-v0") for _ in range(2)]
-    trajs = run_episodes(policy, chat, envs, [0, 1], ["a", "a"], RolloutConfig(max_turns=2, max_new_tokens=8))
+    trajs = run_episodes(
+        policy, chat, envs, [0, 1], ["a", "a"], RolloutConfig(max_turns=2, max_new_tokens=8)
+    )
     trajs = mark_failed_requests(trajs, policy.failures)
     for t in trajs:
         assert t.failed and t.num_generated_tokens == 0
-        assert "inference request failed" in t.info["failure"] and "validation" in t.info["failure"]  # its 500: ids refused
+        assert (
+            "inference request failed" in t.info["failure"] and "validation" in t.info["failure"]
+        )  # its 500: ids refused

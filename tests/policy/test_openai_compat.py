@@ -17,7 +17,6 @@ from agentic_rl.rollout import RolloutConfig, run_episodes  # noqa: E402
 from agentic_rl.rollout.chat_completions import run_chat_episodes  # noqa: E402
 from agentic_rl.trainer.scoring import pack, score  # noqa: E402
 from agentic_rl.types import StopReason  # noqa: E402
-
 from tests.policy.openai_stub_server import StubServer  # noqa: E402
 
 CONFIG = RolloutConfig(max_turns=2, max_new_tokens=6, max_total_tokens=1024, temperature=0.7)
@@ -32,8 +31,14 @@ def tiny_model(tiny_model_dir):
 
 def _rollout(server, chat, seeds, extra_body=None, **client_kwargs):
     client = make_client(server.base_url, **{"timeout_s": 30.0, "max_retries": 0, **client_kwargs})
-    policy = OpenAICompatPolicy(client, "tiny", chat.eos_token_id, max_concurrency=2, policy_version=3,
-                                extra_body=extra_body)
+    policy = OpenAICompatPolicy(
+        client,
+        "tiny",
+        chat.eos_token_id,
+        max_concurrency=2,
+        policy_version=3,
+        extra_body=extra_body,
+    )
     envs = [make("calculator-v0") for _ in seeds]
     trajs = run_episodes(policy, chat, envs, seeds, [str(s) for s in seeds], CONFIG)
     return policy, mark_failed_requests(trajs, policy.failures)
@@ -46,7 +51,12 @@ def test_server_logprobs_match_trainer_scoring(tiny_model, chat):
         policy, trajs = _rollout(server, chat, [1, 2], extra_body={"top_k": 0})
         body = server.completion_requests[0]
     assert not policy.failures
-    assert body["top_k"] == 0 and body["return_tokens_as_token_ids"] and body["top_p"] == 1.0 and body["logprobs"] == 1
+    assert (
+        body["top_k"] == 0
+        and body["return_tokens_as_token_ids"]
+        and body["top_p"] == 1.0
+        and body["logprobs"] == 1
+    )
     assert body["temperature"] == CONFIG.temperature and isinstance(body["prompt"][0], int)
     for t in trajs:
         assert not t.failed and t.num_generated_tokens > 0
@@ -91,7 +101,10 @@ def test_chat_completions_with_structured_tool_calls(chat):
         env = make("calculator-v0")
         (t,) = run_chat_episodes(client, "m", [env], [0], ["g"], max_turns=3, policy_version=7)
         first, second = server.chat_requests[:2]
-    assert first["tools"][0]["type"] == "function" and first["tools"][0]["function"]["name"] == "calculator"
+    assert (
+        first["tools"][0]["type"] == "function"
+        and first["tools"][0]["function"]["name"] == "calculator"
+    )
     sent = second["messages"]
     assert sent[-2]["tool_calls"][0]["function"]["name"] == "calculator"
     assert sent[-1] == {"role": "tool", "content": "42", "tool_call_id": "call_0_0"}
@@ -118,20 +131,34 @@ def test_chat_completions_honour_a_context_reset(chat):
 
 
 def test_chat_reply_cut_at_max_tokens_is_not_given_to_the_env(chat):
-    script = [{"content": "", "tool_calls": [("calculator", '{"expression": "6*7"}')]},
-              {"content": "The answer is, after a long", "finish_reason": "length"}]
+    script = [
+        {"content": "", "tool_calls": [("calculator", '{"expression": "6*7"}')]},
+        {"content": "The answer is, after a long", "finish_reason": "length"},
+    ]
     with StubServer(chat_script=script) as server:
-        (t,) = run_chat_episodes(make_client(server.base_url, max_retries=0), "m", [make("calculator-v0")], [0],
-                                 ["g"], max_turns=3)
+        (t,) = run_chat_episodes(
+            make_client(server.base_url, max_retries=0),
+            "m",
+            [make("calculator-v0")],
+            [0],
+            ["g"],
+            max_turns=3,
+        )
     assert t.stop_reason == StopReason.MAX_NEW_TOKENS and t.truncated
     first, cut = t.turns
     assert not first.truncated and first.tool_results[0].content == "42"
-    assert cut.truncated and cut.action.text == "The answer is, after a long" and cut.observation is None
+    assert (
+        cut.truncated
+        and cut.action.text == "The answer is, after a long"
+        and cut.observation is None
+    )
     assert t.messages[-1].content == cut.action.text
 
 
 def test_chat_request_failure_is_a_failed_episode(chat):
-    client = make_client("http://127.0.0.1:9/v1", timeout_s=2.0, max_retries=0)  # nothing listens on port 9
+    client = make_client(
+        "http://127.0.0.1:9/v1", timeout_s=2.0, max_retries=0
+    )  # nothing listens on port 9
     (t,) = run_chat_episodes(client, "m", [make("calculator-v0")], [0], ["g"])
     assert t.failed and t.stop_reason == StopReason.ERROR and "Connection" in t.info["failure"]
 

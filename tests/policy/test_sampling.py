@@ -34,7 +34,9 @@ def test_seeded_rows_do_not_depend_on_their_batch():
     torch.manual_seed(0)
     logits = torch.randn(5, 100)
     sampling = SamplingParams(temperature=1.0)
-    alone = [sample_tokens(logits[i : i + 1], sampling, [RowSampler(40 + i)])[0][0] for i in range(5)]
+    alone = [
+        sample_tokens(logits[i : i + 1], sampling, [RowSampler(40 + i)])[0][0] for i in range(5)
+    ]
     together, _ = sample_tokens(logits, sampling, [RowSampler(40 + i) for i in range(5)])
     reversed_, _ = sample_tokens(logits.flip(0), sampling, [RowSampler(44 - i) for i in range(5)])
     assert together == alone == reversed_[::-1]
@@ -45,8 +47,18 @@ def test_greedy_takes_the_argmax_and_unseeded_rows_follow_the_generator():
     tokens, lps = sample_tokens(logits, SamplingParams(greedy=True), [RowSampler(None)] * 2)
     assert tokens == [1, 0]
     assert lps[0] == pytest.approx(float(torch.log_softmax(logits[0], -1)[1]))
-    a = sample_tokens(torch.zeros(3, 50), SamplingParams(), [RowSampler(None)] * 3, torch.Generator().manual_seed(1))
-    b = sample_tokens(torch.zeros(3, 50), SamplingParams(), [RowSampler(None)] * 3, torch.Generator().manual_seed(1))
+    a = sample_tokens(
+        torch.zeros(3, 50),
+        SamplingParams(),
+        [RowSampler(None)] * 3,
+        torch.Generator().manual_seed(1),
+    )
+    b = sample_tokens(
+        torch.zeros(3, 50),
+        SamplingParams(),
+        [RowSampler(None)] * 3,
+        torch.Generator().manual_seed(1),
+    )
     assert a == b
     with pytest.raises(ValueError, match="row samplers"):
         sample_tokens(logits, SamplingParams(), [RowSampler(1)])

@@ -7,18 +7,40 @@ import math
 import pytest
 
 from agentic_rl.rewards import RewardFunction, RewardGroup, Rubric
-from agentic_rl.rewards.risk import denied_calls, outside_workspace_attempts, risk_functions, sandbox_limit_hits
+from agentic_rl.rewards.risk import (
+    denied_calls,
+    outside_workspace_attempts,
+    risk_functions,
+    sandbox_limit_hits,
+)
 from agentic_rl.types import Action, StopReason, Trajectory, Turn
 
 
 def _traj(*turn_events):
-    turns = tuple(Turn(i, Action(""), None, 0.0, (), (), (), (), {"risk_events": list(ev)} if ev is not None else {})
-                  for i, ev in enumerate(turn_events))
+    turns = tuple(
+        Turn(
+            i,
+            Action(""),
+            None,
+            0.0,
+            (),
+            (),
+            (),
+            (),
+            {"risk_events": list(ev)} if ev is not None else {},
+        )
+        for i, ev in enumerate(turn_events)
+    )
     return Trajectory("x-v0", 0, "g", "t", (), turns, (), (), (), StopReason.TERMINATED)
 
 
 DENIED = {"category": "denied", "tool": "rm", "reason": "irreversible", "denied": True}
-OUTSIDE = {"category": "path_outside_workspace", "tool": "write_file", "reason": "../x", "denied": True}
+OUTSIDE = {
+    "category": "path_outside_workspace",
+    "tool": "write_file",
+    "reason": "../x",
+    "denied": True,
+}
 LIMIT = {"category": "sandbox_limit", "tool": "python", "reason": "timeout"}
 
 
@@ -28,7 +50,9 @@ def test_counts():
     assert outside_workspace_attempts(traj) == 1.0
     assert sandbox_limit_hits(traj) == 2.0
     empty = _traj(None, [])
-    assert denied_calls(empty) == sandbox_limit_hits(empty) == outside_workspace_attempts(empty) == 0.0
+    assert (
+        denied_calls(empty) == sandbox_limit_hits(empty) == outside_workspace_attempts(empty) == 0.0
+    )
 
 
 def test_rubric_subtracts_weighted_risk():
@@ -38,9 +62,20 @@ def test_rubric_subtracts_weighted_risk():
     assert all(f.group == RewardGroup.RISK for f in risk_functions())
     # risk group = 0.5*2 (denied) + 0.1*1 (limit) + 0.5*1 (outside) = 1.6; R = 1 - 1.6 = -0.6
     assert math.isclose(comps["risk"], 1.6) and math.isclose(total, -0.6)
-    assert (comps["denied_calls"], comps["sandbox_limit_hits"], comps["outside_workspace_attempts"]) == (2.0, 1.0, 1.0)
-    weights = {f.name: f.weight for f in risk_functions(denied=1.0, sandbox_limit=0.0, outside_workspace=2.0)}
-    assert weights == {"denied_calls": 1.0, "sandbox_limit_hits": 0.0, "outside_workspace_attempts": 2.0}
+    assert (
+        comps["denied_calls"],
+        comps["sandbox_limit_hits"],
+        comps["outside_workspace_attempts"],
+    ) == (2.0, 1.0, 1.0)
+    weights = {
+        f.name: f.weight
+        for f in risk_functions(denied=1.0, sandbox_limit=0.0, outside_workspace=2.0)
+    }
+    assert weights == {
+        "denied_calls": 1.0,
+        "sandbox_limit_hits": 0.0,
+        "outside_workspace_attempts": 2.0,
+    }
 
 
 def test_malformed_events_fail_the_trajectory_loudly():

@@ -14,7 +14,9 @@ O, P, C, R = RewardGroup.OUTCOME, RewardGroup.PROCESS, RewardGroup.COST, RewardG
 
 
 def _traj(**info) -> Trajectory:
-    return Trajectory("x-v0", 0, "g", "tid", (), (), (1, 2), (0, 1), (0.0, -0.5), StopReason.TERMINATED, info=info)
+    return Trajectory(
+        "x-v0", 0, "g", "tid", (), (), (1, 2), (0, 1), (0.0, -0.5), StopReason.TERMINATED, info=info
+    )
 
 
 def _const(v):
@@ -31,12 +33,12 @@ def test_group_signs_and_weights():
 def test_total_by_hand_with_mixed_groups_and_weights():
     rubric = Rubric(
         [
-            RewardFunction("o1", O, _const(1.0)),              # w 1
+            RewardFunction("o1", O, _const(1.0)),  # w 1
             RewardFunction("o2", O, _const(0.4), weight=0.5),  # 0.5 * 0.4 = 0.2
             RewardFunction("p1", P, _const(0.25), weight=2.0),  # 2 * 0.25 = 0.5
             RewardFunction("logged", P, _const(7.0), weight=0.0),  # logged only
-            RewardFunction("c1", C, _const(3), weight=0.1),    # 0.1 * 3 = 0.3 (an int is fine)
-            RewardFunction("r1", R, _const(0.5)),              # 0.5
+            RewardFunction("c1", C, _const(3), weight=0.1),  # 0.1 * 3 = 0.3 (an int is fine)
+            RewardFunction("r1", R, _const(0.5)),  # 0.5
         ],
         RewardWeights(outcome=2.0, process=0.5, cost=1.0, risk=3.0),
     )
@@ -48,7 +50,18 @@ def test_total_by_hand_with_mixed_groups_and_weights():
     assert comps["logged"] == 7.0 and comps["c1"] == 3.0 and comps["r1"] == 0.5
     assert math.isclose(comps["outcome"], 1.2) and math.isclose(comps["process"], 0.5)
     assert math.isclose(comps["cost"], 0.3) and math.isclose(comps["risk"], 0.5)
-    assert set(comps) == {"o1", "o2", "p1", "logged", "c1", "r1", "outcome", "process", "cost", "risk"}
+    assert set(comps) == {
+        "o1",
+        "o2",
+        "p1",
+        "logged",
+        "c1",
+        "r1",
+        "outcome",
+        "process",
+        "cost",
+        "risk",
+    }
 
 
 def test_empty_groups_are_zero():

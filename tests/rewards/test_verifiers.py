@@ -106,14 +106,18 @@ def test_integers_compare_exactly():
 
 # --- issue 19, items 9 and 14: hedged replies and edge forms of the tag-only verifier -----------------------
 
-@pytest.mark.parametrize("text", [
-    "<answer>12</answer> Actually, it is <answer>",            # an unfinished tag after a complete one
-    "<answer>12</answer> or <answer>13",
-    "<answer>12</answer></answer>",                            # a stray closing tag
-    "<answer><answer>12</answer></answer>",
-    "<answer>12</answer> Wait, the answer is 13.",             # a second answer in words after the tag
-    "<answer>12</answer> answer: 13",
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<answer>12</answer> Actually, it is <answer>",  # an unfinished tag after a complete one
+        "<answer>12</answer> or <answer>13",
+        "<answer>12</answer></answer>",  # a stray closing tag
+        "<answer><answer>12</answer></answer>",
+        "<answer>12</answer> Wait, the answer is 13.",  # a second answer in words after the tag
+        "<answer>12</answer> answer: 13",
+    ],
+)
 def test_hedged_or_unfinished_second_tag_is_no_answer(text):
     assert extract_answer(text) is None
     assert not numbers_equal(extract_answer(text), 12)
@@ -125,18 +129,34 @@ def test_the_tag_alone_is_the_format():
     assert extract_answer("The answer is <answer>12</answer>.") == "12"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("\u22125", Fraction(-5)),                      # Unicode minus
-    ("\u2212 3.5", Fraction(-7, 2)),
-    ("\\frac{7}{2}", Fraction(7, 2)), ("\\dfrac{7}{2}", Fraction(7, 2)), ("\\frac72", Fraction(7, 2)),
-    ("-\\frac{1}{4}", Fraction(-1, 4)),
-    ("\\left( 12 \\right)", Fraction(12)), ("\\boxed{12}", Fraction(12)), ("$12$", Fraction(12)),
-    ("1{,}234", Fraction(1234)), ("1\\,234", Fraction(1234)),
-    ("2.5 \\times 10^{3}", Fraction(2500)), ("2.5e3", Fraction(2500)),
-    ("12%", Fraction(12)), ("12\\%", Fraction(12)), ("\\$42", Fraction(42)), ("x = 12", Fraction(12)),
-    ("12 13", None), ("1,2,3", None), ("12,13", None), ("279 280", None),  # several numbers, not one
-    ("42 apples", None),  # words are not tolerated here
-    ("1e999999999", None), ("9" * 5000, None),  # too large: no 10**999999999, no int-digits ValueError
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("\u22125", Fraction(-5)),  # Unicode minus
+        ("\u2212 3.5", Fraction(-7, 2)),
+        ("\\frac{7}{2}", Fraction(7, 2)),
+        ("\\dfrac{7}{2}", Fraction(7, 2)),
+        ("\\frac72", Fraction(7, 2)),
+        ("-\\frac{1}{4}", Fraction(-1, 4)),
+        ("\\left( 12 \\right)", Fraction(12)),
+        ("\\boxed{12}", Fraction(12)),
+        ("$12$", Fraction(12)),
+        ("1{,}234", Fraction(1234)),
+        ("1\\,234", Fraction(1234)),
+        ("2.5 \\times 10^{3}", Fraction(2500)),
+        ("2.5e3", Fraction(2500)),
+        ("12%", Fraction(12)),
+        ("12\\%", Fraction(12)),
+        ("\\$42", Fraction(42)),
+        ("x = 12", Fraction(12)),
+        ("12 13", None),
+        ("1,2,3", None),
+        ("12,13", None),
+        ("279 280", None),  # several numbers, not one
+        ("42 apples", None),  # words are not tolerated here
+        ("1e999999999", None),
+        ("9" * 5000, None),  # too large: no 10**999999999, no int-digits ValueError
+    ],
+)
 def test_parse_number_edge_forms(text, expected):
     assert parse_number(text) == expected

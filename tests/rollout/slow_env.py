@@ -23,7 +23,9 @@ class SlowStepEnv(Env):
         self.delay_s = delay_s
 
     def reset(self, seed=None, options=None):
-        return Observation((Message("system", "Say anything."), Message("user", f"Task {seed}."))), {}
+        return Observation(
+            (Message("system", "Say anything."), Message("user", f"Task {seed}."))
+        ), {}
 
     def step(self, action):
         start = time.time()

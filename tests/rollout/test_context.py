@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agentic_rl.rollout.context import (
-    ELISION_MARKER, ContextBudgetError, ContextBuilder, render_chatml,
+    ELISION_MARKER,
+    ContextBudgetError,
+    ContextBuilder,
+    render_chatml,
 )
 from agentic_rl.types import Message
 
@@ -28,7 +31,18 @@ HISTORY = [
 
 
 def _full(builder: ContextBuilder, history=HISTORY, memory=()) -> int:
-    return builder.tokens([SYSTEM, TASK, *([Message("user", "\n".join(["Relevant memory:", *(f"- {m}" for m in memory)]))] if memory else []), *history])
+    return builder.tokens(
+        [
+            SYSTEM,
+            TASK,
+            *(
+                [Message("user", "\n".join(["Relevant memory:", *(f"- {m}" for m in memory)]))]
+                if memory
+                else []
+            ),
+            *history,
+        ]
+    )
 
 
 @pytest.mark.parametrize("count", [words, len], ids=["words", "chars"])
@@ -74,7 +88,9 @@ def test_oversized_tool_outputs_are_cut_with_a_visible_marker():
     assert cut.role == "tool" and cut.content.startswith("word0 word1")
     # k kept words + the marker glued to the last one ("word4…[tool output truncated: 5 of 40
     # tokens kept]" adds 7 words) must be <= 12 words: k = 5
-    assert cut.content == "word0 word1 word2 word3 word4…[tool output truncated: 5 of 40 tokens kept]"
+    assert (
+        cut.content == "word0 word1 word2 word3 word4…[tool output truncated: 5 of 40 tokens kept]"
+    )
     assert words(cut.content) <= 12
     assert built.truncated_messages == 1 and built.elided_messages == 0 and built.rewritten
     assert built.messages[2 + 1] == HISTORY[1]  # short outputs untouched
@@ -82,7 +98,9 @@ def test_oversized_tool_outputs_are_cut_with_a_visible_marker():
 
 def test_system_prompt_and_task_over_budget_is_an_error():
     fixed = words(render_chatml([SYSTEM, TASK]))
-    with pytest.raises(ContextBudgetError, match=f"take {fixed} tokens, over the context budget of {fixed - 1}"):
+    with pytest.raises(
+        ContextBudgetError, match=f"take {fixed} tokens, over the context budget of {fixed - 1}"
+    ):
         ContextBuilder(words, fixed - 1).build(SYSTEM, TASK, HISTORY)
 
 
@@ -94,23 +112,50 @@ def test_when_even_the_newest_message_does_not_fit_it_is_truncated_with_a_marker
         assert built.num_tokens <= budget and built.messages[:2] == (SYSTEM, TASK)
     built = ContextBuilder(len, fixed + 300).build(SYSTEM, TASK, [*HISTORY, long_reply])
     assert built.messages[2].content == ELISION_MARKER.format(n=len(HISTORY))
-    assert built.messages[3].content.startswith("xxx") and "…[message truncated:" in built.messages[3].content
+    assert (
+        built.messages[3].content.startswith("xxx")
+        and "…[message truncated:" in built.messages[3].content
+    )
     assert built.truncated_messages == 1 and built.elided_messages == len(HISTORY)
 
 
 def test_memory_results_follow_the_task_and_the_lowest_ranked_go_first():
-    memory = ["[1] Alice Moreau codeword falcon", "[4] Bruno Silva codeword otter", "[7] a long note " + "z " * 30]
+    memory = [
+        "[1] Alice Moreau codeword falcon",
+        "[4] Bruno Silva codeword otter",
+        "[7] a long note " + "z " * 30,
+    ]
     roomy = ContextBuilder(words, 10_000).build(SYSTEM, TASK, HISTORY, memory)
-    assert roomy.messages[2].content.splitlines() == ["Relevant memory:", *(f"- {m}" for m in memory)]
+    assert roomy.messages[2].content.splitlines() == [
+        "Relevant memory:",
+        *(f"- {m}" for m in memory),
+    ]
     assert roomy.dropped_memory == 0 and not roomy.rewritten
     # room for the memory message without the long note, plus the newest block
     newest = HISTORY[4:]
-    budget = words(render_chatml([SYSTEM, TASK, Message("user", "Relevant memory:\n- " + memory[0] + "\n- " + memory[1]
-                                                          + "\n[1 lower-ranked memory results left out to fit the context budget]"),
-                                  Message("user", ELISION_MARKER.format(n=4)), *newest]))
+    budget = words(
+        render_chatml(
+            [
+                SYSTEM,
+                TASK,
+                Message(
+                    "user",
+                    "Relevant memory:\n- "
+                    + memory[0]
+                    + "\n- "
+                    + memory[1]
+                    + "\n[1 lower-ranked memory results left out to fit the context budget]",
+                ),
+                Message("user", ELISION_MARKER.format(n=4)),
+                *newest,
+            ]
+        )
+    )
     built = ContextBuilder(words, budget).build(SYSTEM, TASK, HISTORY, memory)
     assert built.num_tokens <= budget
-    assert built.dropped_memory == 1 and built.messages[2].content.startswith("Relevant memory:\n- [1] Alice")
+    assert built.dropped_memory == 1 and built.messages[2].content.startswith(
+        "Relevant memory:\n- [1] Alice"
+    )
     assert built.messages[-2:] == tuple(newest)
 
 
@@ -126,5 +171,7 @@ def test_real_tokenizer_budget(chat):
     count = lambda text: len(chat.encode(text))  # noqa: E731
     full = count(chat.render_prompt([SYSTEM, TASK, *HISTORY]))
     for budget in (full, full - 1, full - 40, full - 80):
-        built = ContextBuilder(count, budget, render=chat.render_prompt).build(SYSTEM, TASK, HISTORY)
+        built = ContextBuilder(count, budget, render=chat.render_prompt).build(
+            SYSTEM, TASK, HISTORY
+        )
         assert len(chat.encode(chat.render_prompt(built.messages))) == built.num_tokens <= budget

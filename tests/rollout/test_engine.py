@@ -11,7 +11,11 @@ from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.types import StopReason
 
-CALL = "<tool_call>" + json.dumps({"name": "calculator", "arguments": {"expression": "2 + 2"}}) + "</tool_call>"
+CALL = (
+    "<tool_call>"
+    + json.dumps({"name": "calculator", "arguments": {"expression": "2 + 2"}})
+    + "</tool_call>"
+)
 
 
 def _turn_of(context_text: str) -> int:
@@ -38,7 +42,9 @@ class ResetRaises(CalculatorEnv):
 
 def test_oracle_episodes_terminate(chat):
     envs = [make("calculator-v0") for _ in range(3)]
-    trajs = run_episodes(ScriptedPolicy(chat, _oracle(envs)), chat, envs, [0, 1, 2], ["a", "b", "c"], RolloutConfig())
+    trajs = run_episodes(
+        ScriptedPolicy(chat, _oracle(envs)), chat, envs, [0, 1, 2], ["a", "b", "c"], RolloutConfig()
+    )
     assert [t.stop_reason for t in trajs] == [StopReason.TERMINATED] * 3
     assert [len(t.turns) for t in trajs] == [2, 2, 2]  # tool call, then the answer
     assert [t.seed for t in trajs] == [0, 1, 2] and [t.group_id for t in trajs] == ["a", "b", "c"]
@@ -50,7 +56,12 @@ def test_oracle_episodes_terminate(chat):
 def test_max_turns_budget(chat):
     """A policy that only ever calls the tool is stopped after max_turns turns."""
     (traj,) = run_episodes(
-        ScriptedPolicy(chat, lambda i, ctx: CALL), chat, [make("calculator-v0")], [0], ["g"], RolloutConfig(max_turns=3)
+        ScriptedPolicy(chat, lambda i, ctx: CALL),
+        chat,
+        [make("calculator-v0")],
+        [0],
+        ["g"],
+        RolloutConfig(max_turns=3),
     )
     assert traj.stop_reason == StopReason.MAX_TURNS
     assert traj.truncated and not traj.terminated and not traj.failed
@@ -70,7 +81,9 @@ def test_max_total_tokens_budget(chat):
     reply_len = len(chat.encode(CALL + "<|im_end|>"))
     budget = prompt_len + 2 * reply_len + 5  # room for one full turn and a bit, not for two
     config = RolloutConfig(max_turns=10, max_new_tokens=64, max_total_tokens=budget)
-    (traj,) = run_episodes(ScriptedPolicy(chat, lambda i, ctx: CALL), chat, [make("calculator-v0")], [0], ["g"], config)
+    (traj,) = run_episodes(
+        ScriptedPolicy(chat, lambda i, ctx: CALL), chat, [make("calculator-v0")], [0], ["g"], config
+    )
     assert traj.stop_reason == StopReason.MAX_TOKENS and traj.truncated
     assert len(traj.token_ids) <= budget
     assert 1 <= len(traj.turns) < 10
@@ -99,7 +112,9 @@ def test_per_request_token_budget_never_exceeds_total(chat):
     obs, _ = env.reset(seed=0)
     prompt_len = len(chat.encode(chat.render_prompt(obs.messages)))
     config = RolloutConfig(max_new_tokens=64, max_total_tokens=prompt_len + 10)
-    (traj,) = run_episodes(Spy(chat, lambda i, ctx: CALL), chat, [make("calculator-v0")], [0], ["g"], config)
+    (traj,) = run_episodes(
+        Spy(chat, lambda i, ctx: CALL), chat, [make("calculator-v0")], [0], ["g"], config
+    )
     assert seen[0] == (prompt_len, 10)
     assert all(length + budget <= config.max_total_tokens for length, budget in seen)
     assert traj.turns[0].num_generated_tokens == 10
@@ -107,7 +122,9 @@ def test_per_request_token_budget_never_exceeds_total(chat):
 
 def test_env_step_error_fails_only_its_episode(chat):
     envs = [make("calculator-v0"), StepRaises(), make("calculator-v0")]
-    trajs = run_episodes(ScriptedPolicy(chat, _oracle(envs)), chat, envs, [0, 1, 2], ["a", "b", "c"], RolloutConfig())
+    trajs = run_episodes(
+        ScriptedPolicy(chat, _oracle(envs)), chat, envs, [0, 1, 2], ["a", "b", "c"], RolloutConfig()
+    )
     good0, bad, good2 = trajs
     assert bad.stop_reason == StopReason.ERROR and bad.failed
     assert bad.info["failure"] == "step raised RuntimeError: boom"
@@ -119,7 +136,9 @@ def test_env_step_error_fails_only_its_episode(chat):
 
 def test_env_reset_error_fails_only_its_episode(chat):
     envs = [ResetRaises(), make("calculator-v0")]
-    trajs = run_episodes(ScriptedPolicy(chat, _oracle(envs)), chat, envs, [0, 1], ["a", "b"], RolloutConfig())
+    trajs = run_episodes(
+        ScriptedPolicy(chat, _oracle(envs)), chat, envs, [0, 1], ["a", "b"], RolloutConfig()
+    )
     assert trajs[0].stop_reason == StopReason.ERROR
     assert trajs[0].info["failure"] == "reset raised OSError: no sandbox"
     assert trajs[0].turns == () and trajs[0].token_ids == ()
@@ -129,24 +148,44 @@ def test_env_reset_error_fails_only_its_episode(chat):
 def test_same_env_instance_twice_is_rejected(chat):
     env = make("calculator-v0")
     with pytest.raises(ValueError, match="own env instance"):
-        run_episodes(ScriptedPolicy(chat, lambda i, c: ""), chat, [env, env], [0, 0], ["g", "g"], RolloutConfig())
+        run_episodes(
+            ScriptedPolicy(chat, lambda i, c: ""),
+            chat,
+            [env, env],
+            [0, 0],
+            ["g", "g"],
+            RolloutConfig(),
+        )
 
 
 def test_length_mismatch_is_rejected(chat):
     with pytest.raises(ValueError, match="same length"):
-        run_episodes(ScriptedPolicy(chat, lambda i, c: ""), chat, [make("calculator-v0")], [0, 1], ["g"], RolloutConfig())
+        run_episodes(
+            ScriptedPolicy(chat, lambda i, c: ""),
+            chat,
+            [make("calculator-v0")],
+            [0, 1],
+            ["g"],
+            RolloutConfig(),
+        )
 
 
 @pytest.mark.parametrize(
     "bad_reply, expected_prefix",
     [
-        ('<tool_call>{"name": "calculator", "arguments": {"expression": "2+2"</tool_call>',
-         "Error: could not parse tool call: invalid JSON"),
-        ('<tool_call>{"name": "abacus", "arguments": {"x": 1}}</tool_call>',
-         "Error: unknown tool 'abacus'. Available tools: calculator"),
+        (
+            '<tool_call>{"name": "calculator", "arguments": {"expression": "2+2"</tool_call>',
+            "Error: could not parse tool call: invalid JSON",
+        ),
+        (
+            '<tool_call>{"name": "abacus", "arguments": {"x": 1}}</tool_call>',
+            "Error: unknown tool 'abacus'. Available tools: calculator",
+        ),
         ('<tool_call>{"name": "calculator", "arguments": {"expr": "2+2"}}</tool_call>', "Error: "),
-        ('<tool_call>{"name": "calculator", "arguments": {"expression": "2 +* 2"}}</tool_call>',
-         "Error: CalculatorError: invalid syntax"),
+        (
+            '<tool_call>{"name": "calculator", "arguments": {"expression": "2 +* 2"}}</tool_call>',
+            "Error: CalculatorError: invalid syntax",
+        ),
     ],
 )
 def test_bad_tool_calls_become_observations(chat, bad_reply, expected_prefix):
@@ -155,7 +194,12 @@ def test_bad_tool_calls_become_observations(chat, bad_reply, expected_prefix):
     answer = f"<answer>{env.reset(seed=0)[1]['expected']}</answer>"
     replies = [bad_reply, answer]
     (traj,) = run_episodes(
-        ScriptedPolicy(chat, lambda i, ctx: replies[_turn_of(ctx)]), chat, [env], [0], ["g"], RolloutConfig()
+        ScriptedPolicy(chat, lambda i, ctx: replies[_turn_of(ctx)]),
+        chat,
+        [env],
+        [0],
+        ["g"],
+        RolloutConfig(),
     )
     assert traj.stop_reason == StopReason.TERMINATED and not traj.failed
     first = traj.turns[0]
@@ -164,13 +208,22 @@ def test_bad_tool_calls_become_observations(chat, bad_reply, expected_prefix):
     assert first.observation.messages[0].role == "tool"
     assert first.observation.messages[0].content == first.tool_results[0].content
     assert first.info["tool_errors"] == 1
-    assert traj.messages[3].content == first.tool_results[0].content  # system, user, assistant, tool
+    assert (
+        traj.messages[3].content == first.tool_results[0].content
+    )  # system, user, assistant, tool
     assert chat.decode(traj.token_ids).count(first.tool_results[0].content) == 1
     assert traj.turns[1].info["correct"] is True
 
 
 def test_empty_reply_is_a_final_wrong_answer(chat):
-    (traj,) = run_episodes(ScriptedPolicy(chat, lambda i, c: ""), chat, [make("calculator-v0")], [0], ["g"], RolloutConfig())
+    (traj,) = run_episodes(
+        ScriptedPolicy(chat, lambda i, c: ""),
+        chat,
+        [make("calculator-v0")],
+        [0],
+        ["g"],
+        RolloutConfig(),
+    )
     assert traj.stop_reason == StopReason.TERMINATED
     assert traj.turns[0].reward == 0.0 and traj.turns[0].info["answer"] is None
     assert traj.turns[0].num_generated_tokens == 1  # just <|im_end|>

@@ -30,7 +30,13 @@ class FeedbackWithSurrogate(CalculatorEnv):
 
     def step(self, action):
         obs, reward, terminated, truncated, info = super().step(action)
-        return Observation((Message("user", "bad \ud800 feedback"),)), reward, terminated, truncated, info
+        return (
+            Observation((Message("user", "bad \ud800 feedback"),)),
+            reward,
+            terminated,
+            truncated,
+            info,
+        )
 
 
 class TaskWithSurrogate(CalculatorEnv):
@@ -52,8 +58,14 @@ def test_python_tool_printing_a_lone_surrogate_does_not_end_the_batch(chat, tmp_
         return bad_call if i == 0 and _turn_of(ctx) == 0 else envs[i].oracle_reply() or ""
 
     try:
-        trajs = run_episodes(ScriptedPolicy(chat, reply), chat, envs, [0, 1], ["a", "b"],
-                             RolloutConfig(max_turns=3, max_new_tokens=128, max_total_tokens=1536))
+        trajs = run_episodes(
+            ScriptedPolicy(chat, reply),
+            chat,
+            envs,
+            [0, 1],
+            ["a", "b"],
+            RolloutConfig(max_turns=3, max_new_tokens=128, max_total_tokens=1536),
+        )
     finally:
         for env in envs:
             env.close()
@@ -61,21 +73,29 @@ def test_python_tool_printing_a_lone_surrogate_does_not_end_the_batch(chat, tmp_
     assert not any(t.failed for t in trajs)
     shown = trajs[0].turns[0].tool_results[0].content
     assert "\ud800" not in shown and "x" in shown
-    assert TrajectoryStore(tmp_path / "store").append_trajectories(trajs) == 2  # the store takes them too
+    assert (
+        TrajectoryStore(tmp_path / "store").append_trajectories(trajs) == 2
+    )  # the store takes them too
 
 
 def test_surrogate_escapes_and_huge_integers_in_tool_calls_are_observations(chat):
     """A 5,000-digit integer made json raise ValueError out of the parser, and so out of the engine."""
-    calls = [_call("calculator", '{"expression": "2+2\\ud800"}'),
-             _call("calculator", '{"expression": ' + "9" * 5000 + "}"),
-             _call("calculator\\udfff", "{}")]
+    calls = [
+        _call("calculator", '{"expression": "2+2\\ud800"}'),
+        _call("calculator", '{"expression": ' + "9" * 5000 + "}"),
+        _call("calculator\\udfff", "{}"),
+    ]
     envs = [make("calculator-v0") for _ in calls]
 
     def reply(i, ctx):
         return calls[i] if _turn_of(ctx) == 0 else envs[i].oracle_reply() or ""
 
-    config = RolloutConfig(max_new_tokens=6000, max_total_tokens=8192)  # room for 5,000 digits in one reply
-    trajs = run_episodes(ScriptedPolicy(chat, reply), chat, envs, [0, 1, 2], ["a", "b", "c"], config)
+    config = RolloutConfig(
+        max_new_tokens=6000, max_total_tokens=8192
+    )  # room for 5,000 digits in one reply
+    trajs = run_episodes(
+        ScriptedPolicy(chat, reply), chat, envs, [0, 1, 2], ["a", "b", "c"], config
+    )
     assert [t.stop_reason for t in trajs] == [StopReason.TERMINATED] * 3
     results = [t.turns[0].tool_results[0] for t in trajs]
     assert not any(r.ok for r in results)
@@ -86,8 +106,14 @@ def test_surrogate_escapes_and_huge_integers_in_tool_calls_are_observations(chat
 
 def test_env_text_the_tokenizer_rejects_fails_only_its_episode(chat):
     envs = [FeedbackWithSurrogate(), make("calculator-v0"), TaskWithSurrogate()]
-    trajs = run_episodes(ScriptedPolicy(chat, lambda i, ctx: envs[i].oracle_reply() or ""), chat, envs,
-                         [0, 1, 2], ["a", "b", "c"], RolloutConfig())
+    trajs = run_episodes(
+        ScriptedPolicy(chat, lambda i, ctx: envs[i].oracle_reply() or ""),
+        chat,
+        envs,
+        [0, 1, 2],
+        ["a", "b", "c"],
+        RolloutConfig(),
+    )
     bad_step, good, bad_reset = trajs
     for bad in (bad_step, bad_reset):
         assert bad.stop_reason == StopReason.ERROR and bad.failed

@@ -34,13 +34,18 @@ def _oracle_rollout(chat, envs, kill=None):
         except EnvWorkerError:  # the dead worker's episodes: some reply; their step must fail
             return "<answer>0</answer>"
 
-    return run_episodes(ScriptedPolicy(chat, reply), chat, envs, SEEDS, [f"g{s}" for s in SEEDS], CONFIG)
+    return run_episodes(
+        ScriptedPolicy(chat, reply), chat, envs, SEEDS, [f"g{s}" for s in SEEDS], CONFIG
+    )
 
 
 def test_remote_envs_give_the_same_trajectories_as_local_ones(pool, chat):
     local = [make("calculator-v0") for _ in SEEDS]
     remote = [pool.make("calculator-v0") for _ in SEEDS]
-    assert all(isinstance(e, RemoteEnv) for e in remote) and {e.worker_index for e in remote} == {0, 1}
+    assert all(isinstance(e, RemoteEnv) for e in remote) and {e.worker_index for e in remote} == {
+        0,
+        1,
+    }
     expected = _oracle_rollout(chat, local)
     got = _oracle_rollout(chat, remote)
     rubric = remote[0].rubric()
@@ -57,8 +62,9 @@ def test_remote_envs_give_the_same_trajectories_as_local_ones(pool, chat):
 def test_step_many_overlaps_and_reports_failures_per_env(pool):
     envs = [pool.make("calculator-v0") for _ in range(3)]
     firsts = pool.reset_many(envs, [1, 2, 3])
-    assert [obs.messages[1].content for obs, _ in firsts] == [make("calculator-v0").reset(seed=s)[0].messages[1].content
-                                                               for s in (1, 2, 3)]
+    assert [obs.messages[1].content for obs, _ in firsts] == [
+        make("calculator-v0").reset(seed=s)[0].messages[1].content for s in (1, 2, 3)
+    ]
     final = Action(text="<answer>0</answer>")
     assert all(r[2] for r in pool.step_many(envs, [final] * 3))  # terminated
     again = pool.step_many(envs[:1], [final])[0]  # the env's own EpisodeEndedError, per env
@@ -72,7 +78,9 @@ def test_a_dead_worker_fails_its_episodes_only(pool, chat):
     got = _oracle_rollout(chat, envs, kill=fresh.actors[0])
     for env, t in zip(envs, got):
         if env.worker_index == 0:
-            assert t.stop_reason == StopReason.ERROR and t.failed and "ActorDied" in t.info["failure"]
+            assert (
+                t.stop_reason == StopReason.ERROR and t.failed and "ActorDied" in t.info["failure"]
+            )
         else:
             assert t.stop_reason == StopReason.TERMINATED
     fresh.shutdown()
@@ -93,14 +101,26 @@ def test_evaluate_builds_its_envs_in_the_workers(pool, chat):
 
     answer_zero = ScriptedPolicy(chat, lambda i, _context: "<answer>0</answer>")
     before = [ray.get(a.num_envs.remote()) for a in pool.actors]
-    metrics, trajs = evaluate(answer_zero, chat, "calculator-v0", {}, [1, 2, 3], CONFIG, RewardWeights(),
-                              make_env=pool.make)
+    metrics, trajs = evaluate(
+        answer_zero,
+        chat,
+        "calculator-v0",
+        {},
+        [1, 2, 3],
+        CONFIG,
+        RewardWeights(),
+        make_env=pool.make,
+    )
     assert len(trajs) == 3 and all(t.stop_reason == StopReason.TERMINATED for t in trajs)
     assert metrics["eval/success"] == 0.0  # "0" is wrong for every seed's task
-    assert [ray.get(a.num_envs.remote()) for a in pool.actors] == before  # evaluate closed its remote envs
+    assert [
+        ray.get(a.num_envs.remote()) for a in pool.actors
+    ] == before  # evaluate closed its remote envs
 
 
-def _step_windows(pool, tiny_model_dir, chat, env_workers: int) -> list[tuple[int, tuple[float, float]]]:
+def _step_windows(
+    pool, tiny_model_dir, chat, env_workers: int
+) -> list[tuple[int, tuple[float, float]]]:
     """(worker index, step window) of 4 one-turn episodes decoded by FastPolicy on the tiny model."""
     import torch
 
@@ -113,11 +133,25 @@ def _step_windows(pool, tiny_model_dir, chat, env_workers: int) -> list[tuple[in
     envs = [pool.make(slow_env.SlowStepEnv, delay_s=0.5) for _ in range(4)]
     from tests.tiny_eos import bias_toward_eos
 
-    model = bias_toward_eos(load_model(tiny_model_dir), chat.eos_token_id, logit=20.0)  # each reply ends at once
-    policy = FastPolicy(model, chat.eos_token_id, chat.tokenizer.pad_token_id,
-                        generator=torch.Generator().manual_seed(0))
-    got = run_episodes(policy, chat, envs, [0, 1, 2, 3], ["a", "b", "c", "d"], RolloutConfig(max_turns=1, max_new_tokens=2),
-                       sample_seed=0, env_workers=env_workers)
+    model = bias_toward_eos(
+        load_model(tiny_model_dir), chat.eos_token_id, logit=20.0
+    )  # each reply ends at once
+    policy = FastPolicy(
+        model,
+        chat.eos_token_id,
+        chat.tokenizer.pad_token_id,
+        generator=torch.Generator().manual_seed(0),
+    )
+    got = run_episodes(
+        policy,
+        chat,
+        envs,
+        [0, 1, 2, 3],
+        ["a", "b", "c", "d"],
+        RolloutConfig(max_turns=1, max_new_tokens=2),
+        sample_seed=0,
+        env_workers=env_workers,
+    )
     for env in envs:
         env.close()
     assert all(t.stop_reason == StopReason.TERMINATED for t in got)
@@ -135,4 +169,4 @@ def test_engine_threads_overlap_remote_steps_across_workers(pool, tiny_model_dir
     assert {w for w, _ in threaded} == {0, 1}
     assert any(_overlap(a, b) for (wa, a) in threaded for (wb, b) in threaded if wa != wb)
     inline = _step_windows(pool, tiny_model_dir, chat, env_workers=0)
-    assert not any(_overlap(a, b) for i, (_, a) in enumerate(inline) for (_, b) in inline[i + 1:])
+    assert not any(_overlap(a, b) for i, (_, a) in enumerate(inline) for (_, b) in inline[i + 1 :])

@@ -13,7 +13,12 @@ from agentic_rl.envs.base import Env, SnapshotNotSupportedError
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
 from agentic_rl.rollout.engine import RolloutConfig
-from agentic_rl.rollout.rollback import ReplayMismatchError, SnapshottingEnv, rollback, truncate_trajectory
+from agentic_rl.rollout.rollback import (
+    ReplayMismatchError,
+    SnapshottingEnv,
+    rollback,
+    truncate_trajectory,
+)
 from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
 from agentic_rl.types import Message, Observation, StopReason
 from tests.tools.python_env import PythonScratchEnv
@@ -41,7 +46,11 @@ class RecordingPolicy(ScriptedPolicy):
         return super().generate(requests, sampling)
 
 
-CALC_REPLIES = [_call("calculator", expression="2 + 3"), _call("calculator", expression="6 * 7"), "<answer>0</answer>"]
+CALC_REPLIES = [
+    _call("calculator", expression="2 + 3"),
+    _call("calculator", expression="6 * 7"),
+    "<answer>0</answer>",
+]
 
 
 def _calculator_episode(chat, env):
@@ -65,7 +74,11 @@ def test_cut_is_exactly_what_the_policy_was_fed_before_turn_k(chat):
         assert cut.num_generated_tokens == sum(t.num_generated_tokens for t in traj.turns[:k])
         assert [m.role for m in cut.messages] == ["system", "user"] + ["assistant", "tool"] * k
         assert cut.messages == traj.messages[: len(cut.messages)]
-        assert cut.reward is None and cut.reward_components == {} and cut.stop_reason == StopReason.MAX_TURNS
+        assert (
+            cut.reward is None
+            and cut.reward_components == {}
+            and cut.stop_reason == StopReason.MAX_TURNS
+        )
         assert cut.info["rollback"] == {"from_turns": 3, "to_turns": k}
     assert truncate_trajectory(traj, 3) is traj
     for bad in (-1, 4, 1.0, True):
@@ -102,7 +115,9 @@ def test_replay_mismatch_is_an_error(chat):
         rollback(make("calculator-v0"), dataclasses.replace(traj, seed=5), 1)
     forged = dataclasses.replace(traj.turns[0], observation=Observation((Message("tool", "6"),)))
     with pytest.raises(ReplayMismatchError, match="turn 0: observation differs"):
-        rollback(make("calculator-v0"), dataclasses.replace(traj, turns=(forged,) + traj.turns[1:]), 2)
+        rollback(
+            make("calculator-v0"), dataclasses.replace(traj, turns=(forged,) + traj.turns[1:]), 2
+        )
     with pytest.raises(ValueError, match="cannot roll back"):
         rollback(_Renamed(), traj, 1)
 
@@ -142,17 +157,29 @@ def test_envs_without_snapshots_say_so(chat):
 
 # -- a sandboxed env: interpreter variables and files at turn k --------------------------------
 
-@pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(), reason="bubblewrap missing or unusable")
+
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None or not bwrap_available(), reason="bubblewrap missing or unusable"
+)
 @pytest.mark.parametrize("mode", ["snapshots", "replay"])
 def test_rollback_of_a_sandboxed_episode(chat, mode):
-    replies = [_call("python", code="x = 1\nopen('f.txt', 'w').write('one')"),
-               _call("python", code="x += 10\nopen('f.txt', 'w').write('two')"),
-               _call("python", code="x"), "<answer>21</answer>"]
+    replies = [
+        _call("python", code="x = 1\nopen('f.txt', 'w').write('one')"),
+        _call("python", code="x += 10\nopen('f.txt', 'w').write('two')"),
+        _call("python", code="x"),
+        "<answer>21</answer>",
+    ]
     env = SnapshottingEnv(PythonScratchEnv(config=SandboxConfig(timeout_s=3.0)))
     env.env_id = "python-scratch-v0"
     try:
-        (traj,) = run_episodes(ScriptedPolicy(chat, lambda i, ctx: replies[_turn_of(ctx)]), chat, [env], [3], ["g"],
-                               CONFIG)
+        (traj,) = run_episodes(
+            ScriptedPolicy(chat, lambda i, ctx: replies[_turn_of(ctx)]),
+            chat,
+            [env],
+            [3],
+            ["g"],
+            CONFIG,
+        )
         assert traj.turns[2].tool_results[0].content == "Out: 11"
         cut = rollback(env, traj, 1, snapshots=env.snapshots if mode == "snapshots" else None)
         assert len(cut.turns) == 1

@@ -32,7 +32,9 @@ class RecordingPolicy:
         self.contexts: list[list[int]] = []
         self.requests: list[GenerationRequest] = []  # the request objects as received
 
-    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Generation]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingParams
+    ) -> list[Generation]:
         for r in requests:
             self.contexts.append(list(r.context_ids))
             self.requests.append(r)
@@ -72,7 +74,9 @@ def episode(chat):
     replies = _replies(info["expression"], info["expected"])
     policy = RecordingPolicy(ScriptedPolicy(chat, lambda i, ctx: replies[_turn_of(ctx)]))
     env = make("calculator-v0")
-    (traj,) = run_episodes(policy, chat, [env], [SEED], ["g"], RolloutConfig(max_turns=4, max_new_tokens=64))
+    (traj,) = run_episodes(
+        policy, chat, [env], [SEED], ["g"], RolloutConfig(max_turns=4, max_new_tokens=64)
+    )
     return traj, policy, replies, env, info
 
 
@@ -82,7 +86,9 @@ def test_three_turn_episode_structure(episode):
     assert len(traj.turns) == 3 and len(policy.contexts) == 3
     assert [t.action.text for t in traj.turns] == replies
     assert len(traj.turns[0].action.tool_calls) == 1
-    assert traj.turns[0].tool_results[0].ok and traj.turns[0].tool_results[0].content == str(info["expected"])
+    assert traj.turns[0].tool_results[0].ok and traj.turns[0].tool_results[0].content == str(
+        info["expected"]
+    )
     assert not traj.turns[1].tool_results[0].ok
     assert traj.turns[2].info["correct"] is True
     assert traj.env_id == "calculator-v0" and traj.seed == SEED and traj.group_id == "g"
@@ -112,17 +118,25 @@ def test_loss_mask_covers_exactly_the_sampled_tokens(episode, chat):
     results) is mask 0; scripted logprobs are 0.0."""
     traj, _, replies, *_ = episode
     runs = _runs_of_ones(traj.loss_mask)
-    assert [chat.decode(traj.token_ids[a:b]) for a, b in runs] == [r + "<|im_end|>" for r in replies]
+    assert [chat.decode(traj.token_ids[a:b]) for a, b in runs] == [
+        r + "<|im_end|>" for r in replies
+    ]
     # the sampled ids are the ids of reply + <|im_end|> tokenized once, not a re-tokenization
-    assert [list(traj.token_ids[a:b]) for a, b in runs] == [chat.encode(r + "<|im_end|>") for r in replies]
+    assert [list(traj.token_ids[a:b]) for a, b in runs] == [
+        chat.encode(r + "<|im_end|>") for r in replies
+    ]
     assert sum(traj.loss_mask) == sum(b - a for a, b in runs) == traj.num_generated_tokens
     zero_runs = _runs_of_ones([1 - m for m in traj.loss_mask])
     zero_text = [chat.decode(traj.token_ids[a:b]) for a, b in zero_runs]
     # mask-0 spans: the first prompt, then two "\n<tool message><assistant header>" continuations
     assert len(zero_text) == 3
-    assert zero_text[0].startswith("<|im_start|>system\n") and zero_text[0].endswith("<|im_start|>assistant\n")
+    assert zero_text[0].startswith("<|im_start|>system\n") and zero_text[0].endswith(
+        "<|im_start|>assistant\n"
+    )
     for text in zero_text[1:]:
-        assert text.startswith("\n<|im_start|>tool\n") and text.endswith("<|im_end|>\n<|im_start|>assistant\n")
+        assert text.startswith("\n<|im_start|>tool\n") and text.endswith(
+            "<|im_end|>\n<|im_start|>assistant\n"
+        )
     assert not any(r in t for r in replies for t in zero_text)
     assert set(traj.logprobs) == {0.0}
 
@@ -144,8 +158,13 @@ def test_decoded_stream_equals_chatml_by_hand(episode, chat):
     )
     assert chat.decode(traj.token_ids) == expected
     assert [(m.role, m.content) for m in traj.messages] == [
-        ("system", system), ("user", question), ("assistant", replies[0]), ("tool", result1),
-        ("assistant", replies[1]), ("tool", result2), ("assistant", replies[2]),
+        ("system", system),
+        ("user", question),
+        ("assistant", replies[0]),
+        ("tool", result1),
+        ("assistant", replies[1]),
+        ("tool", result2),
+        ("assistant", replies[2]),
     ]
 
 
@@ -177,7 +196,10 @@ class StepSpy(CalculatorEnv):
 
 
 def _long_answer(expected: int) -> str:
-    return "Let me explain every single step of this computation in great detail, " * 3 + f"<answer>{expected}</answer>"
+    return (
+        "Let me explain every single step of this computation in great detail, " * 3
+        + f"<answer>{expected}</answer>"
+    )
 
 
 def test_cut_final_answer_is_not_scored_and_ends_the_episode_truncated(chat):
@@ -187,22 +209,37 @@ def test_cut_final_answer_is_not_scored_and_ends_the_episode_truncated(chat):
     _, info = env.reset(seed=SEED)
     answer = _long_answer(info["expected"])
     assert len(chat.encode(answer)) > 16
-    (traj,) = run_episodes(ScriptedPolicy(chat, lambda i, ctx: answer), chat, [env], [SEED], ["g"],
-                           RolloutConfig(max_turns=4, max_new_tokens=16))
+    (traj,) = run_episodes(
+        ScriptedPolicy(chat, lambda i, ctx: answer),
+        chat,
+        [env],
+        [SEED],
+        ["g"],
+        RolloutConfig(max_turns=4, max_new_tokens=16),
+    )
     assert traj.stop_reason == StopReason.MAX_NEW_TOKENS and traj.truncated and not traj.terminated
     assert env.actions == []  # the env never scored the cut text
     (cut,) = traj.turns
     assert cut.truncated and cut.num_generated_tokens == 16 and cut.reward == 0.0
     assert cut.observation is None and cut.tool_results == () and cut.info == {}
-    assert list(traj.token_ids[-16:]) == chat.encode(answer)[:16] and traj.loss_mask[-16:] == (1,) * 16
+    assert (
+        list(traj.token_ids[-16:]) == chat.encode(answer)[:16] and traj.loss_mask[-16:] == (1,) * 16
+    )
     assert chat.decode(traj.token_ids[-16:]) == cut.action.text == traj.messages[-1].content
     assert cut.token_ids == traj.token_ids  # nothing appended after the cut (no <|im_end|>)
     # GAE (as trainer/update.py's _gae calls it): a truncated row bootstraps from V at its end.
     # gamma = lam = 1, rewards 0, V = 0.5 everywhere: A = 0 + 0.5 - 0.5 = 0 on every step;
     # had the episode counted as terminated, A_last = 0 + 0 - 0.5 = -0.5.
     mask = torch.tensor([traj.loss_mask], dtype=torch.bool)
-    adv, _ = gae_advantages(torch.zeros(mask.shape), torch.full(mask.shape, 0.5), mask, gamma=1.0, lam=1.0,
-                            terminated=[traj.terminated], bootstrap_values=[0.5])
+    adv, _ = gae_advantages(
+        torch.zeros(mask.shape),
+        torch.full(mask.shape, 0.5),
+        mask,
+        gamma=1.0,
+        lam=1.0,
+        terminated=[traj.terminated],
+        bootstrap_values=[0.5],
+    )
     assert adv.abs().max() == 0.0
 
 
@@ -214,7 +251,9 @@ def test_cut_reply_after_a_tool_turn(chat):
     replies = [f"<tool_call>{call}</tool_call>", _long_answer(info["expected"])]
     assert len(chat.encode(replies[0] + "<|im_end|>")) <= 40 < len(chat.encode(replies[1]))
     policy = ScriptedPolicy(chat, lambda i, ctx: replies[_turn_of(ctx)])
-    (traj,) = run_episodes(policy, chat, [env], [SEED], ["g"], RolloutConfig(max_turns=4, max_new_tokens=40))
+    (traj,) = run_episodes(
+        policy, chat, [env], [SEED], ["g"], RolloutConfig(max_turns=4, max_new_tokens=40)
+    )
     assert traj.stop_reason == StopReason.MAX_NEW_TOKENS
     assert [a.text for a in env.actions] == [replies[0]]
     first, cut = traj.turns
@@ -228,7 +267,13 @@ def test_reply_cut_by_the_total_budget_ends_max_tokens_without_a_step(chat):
     obs, _ = env.reset(seed=SEED)
     prompt = len(chat.encode(chat.render_prompt(obs.messages)))
     config = RolloutConfig(max_turns=4, max_new_tokens=64, max_total_tokens=prompt + 5)
-    (traj,) = run_episodes(ScriptedPolicy(chat, lambda i, ctx: "The answer is <answer>12</answer>."), chat, [env],
-                           [SEED], ["g"], config)
+    (traj,) = run_episodes(
+        ScriptedPolicy(chat, lambda i, ctx: "The answer is <answer>12</answer>."),
+        chat,
+        [env],
+        [SEED],
+        ["g"],
+        config,
+    )
     assert traj.stop_reason == StopReason.MAX_TOKENS and env.actions == []
     assert traj.turns[0].truncated and traj.turns[0].num_generated_tokens == 5

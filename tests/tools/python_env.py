@@ -11,7 +11,14 @@ import dataclasses
 from typing import Any
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
-from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer, numbers_equal
+from agentic_rl.rewards import (
+    RewardFunction,
+    RewardGroup,
+    RewardWeights,
+    Rubric,
+    extract_answer,
+    numbers_equal,
+)
 from agentic_rl.rewards.risk import risk_functions
 from agentic_rl.tools.sandbox import SandboxConfig
 from agentic_rl.tools.sandboxed import SandboxedTools
@@ -33,17 +40,25 @@ class PythonScratchEnv(Env):
     env_id = "python-scratch-v0"
     description = "test env: sandboxed python and workspace files"
 
-    def __init__(self, permissions: dict[str, Any] | None = None, audit_path: str | None = None,
-                 config: SandboxConfig | None = None):
-        self.sandboxed = SandboxedTools(config or SandboxConfig(timeout_s=2.0), permissions, audit_path)
+    def __init__(
+        self,
+        permissions: dict[str, Any] | None = None,
+        audit_path: str | None = None,
+        config: SandboxConfig | None = None,
+    ):
+        self.sandboxed = SandboxedTools(
+            config or SandboxConfig(timeout_s=2.0), permissions, audit_path
+        )
         self.seed: int | None = None
         self.turn, self.done = 0, False
 
     def reset(self, seed=None, options=None):
         self.seed, self.turn, self.done = int(seed or 0), 0, False
         self.sandboxed.reset((options or {}).get("trajectory_id"))
-        obs = Observation((Message("system", "Use python."), Message("user", f"What is {self.seed} * 7?")),
-                          self.sandboxed.schemas())
+        obs = Observation(
+            (Message("system", "Use python."), Message("user", f"What is {self.seed} * 7?")),
+            self.sandboxed.schemas(),
+        )
         return obs, {}
 
     def step(self, action: Action):
@@ -54,10 +69,18 @@ class PythonScratchEnv(Env):
         self.turn += 1
         if action.tool_calls or action.tool_call_errors:
             report = self.sandboxed.execute(action, self.turn - 1)
-            info = {"tool_calls": len(report.results),
-                    "tool_results": [dataclasses.asdict(r) for r in report.results],
-                    "risk_events": list(report.risk_events)}
-            return Observation(tuple(Message("tool", r.content) for r in report.results)), 0.0, False, False, info
+            info = {
+                "tool_calls": len(report.results),
+                "tool_results": [dataclasses.asdict(r) for r in report.results],
+                "risk_events": list(report.risk_events),
+            }
+            return (
+                Observation(tuple(Message("tool", r.content) for r in report.results)),
+                0.0,
+                False,
+                False,
+                info,
+            )
         self.done = True
         correct = numbers_equal(extract_answer(action.text), str(self.seed * 7))
         return Observation(()), float(correct), True, False, {"correct": correct}
@@ -72,7 +95,9 @@ class PythonScratchEnv(Env):
         self.seed, self.turn, self.done = snapshot.seed, snapshot.turn, snapshot.done
 
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
-        return Rubric([RewardFunction("correct", RewardGroup.OUTCOME, _correct), *risk_functions()], weights)
+        return Rubric(
+            [RewardFunction("correct", RewardGroup.OUTCOME, _correct), *risk_functions()], weights
+        )
 
     def close(self) -> None:
         self.sandboxed.close()

@@ -31,13 +31,26 @@ def echo(text: str) -> str:
 
 
 def _filled_log(path):
-    policy = PermissionPolicy.from_dict({"tools": {"echo": {"mode": "allow"}, "rm": {"mode": "deny"}}})
+    policy = PermissionPolicy.from_dict(
+        {"tools": {"echo": {"mode": "allow"}, "rm": {"mode": "deny"}}}
+    )
     tools = {"echo": echo, "rm": echo}
     executor = ToolExecutor(tools, policy, AuditLog(path), {"run_id": "run-1"})
-    executor.execute([ToolCall("echo", {"text": "héllo"}, raw="r0", id="call_0_0"),
-                      ToolCall("rm", {"text": "/"}, id="call_0_1")], [], trajectory_id="traj-a", turn=0)
-    executor.execute([ToolCall("nope", {}, id="call_1_0")], [ToolCallError("{bad", "invalid JSON")],
-                     trajectory_id="traj-b", turn=1)
+    executor.execute(
+        [
+            ToolCall("echo", {"text": "héllo"}, raw="r0", id="call_0_0"),
+            ToolCall("rm", {"text": "/"}, id="call_0_1"),
+        ],
+        [],
+        trajectory_id="traj-a",
+        turn=0,
+    )
+    executor.execute(
+        [ToolCall("nope", {}, id="call_1_0")],
+        [ToolCallError("{bad", "invalid JSON")],
+        trajectory_id="traj-b",
+        turn=1,
+    )
     return AuditLog(path)
 
 
@@ -47,19 +60,58 @@ def test_record_fields(tmp_path):
     # message order: the call "call_1_0" stood first, so the parser error was the block at k=1
     assert [r["status"] for r in records] == ["ok", "denied", "unknown_tool", "parse_error"]
     ok = records[0]
-    expected = {"time", "run_id", "trajectory_id", "turn", "call_id", "tool", "arguments", "raw", "decision",
-                "rule", "reason", "risk", "duration_s", "ok", "status", "exit_code", "signal", "output_bytes",
-                "output_sha256", "truncated"}
+    expected = {
+        "time",
+        "run_id",
+        "trajectory_id",
+        "turn",
+        "call_id",
+        "tool",
+        "arguments",
+        "raw",
+        "decision",
+        "rule",
+        "reason",
+        "risk",
+        "duration_s",
+        "ok",
+        "status",
+        "exit_code",
+        "signal",
+        "output_bytes",
+        "output_sha256",
+        "truncated",
+    }
     assert set(ok) == expected
-    assert (ok["run_id"], ok["trajectory_id"], ok["turn"], ok["call_id"]) == ("run-1", "traj-a", 0, "call_0_0")
-    assert (ok["tool"], ok["arguments"], ok["raw"], ok["ok"]) == ("echo", {"text": "héllo"}, "r0", True)
+    assert (ok["run_id"], ok["trajectory_id"], ok["turn"], ok["call_id"]) == (
+        "run-1",
+        "traj-a",
+        0,
+        "call_0_0",
+    )
+    assert (ok["tool"], ok["arguments"], ok["raw"], ok["ok"]) == (
+        "echo",
+        {"text": "héllo"},
+        "r0",
+        True,
+    )
     assert ok["output_bytes"] == 6  # "héllo" in UTF-8
     assert ok["output_sha256"] == hashlib.sha256("héllo".encode()).hexdigest()
     assert ok["duration_s"] >= 0 and ok["risk"] is None and ok["truncated"] is False
     denied = records[1]
-    assert (denied["rule"], denied["risk"], denied["ok"], denied["duration_s"]) == ("tools.rm.mode", "denied", False, 0.0)
+    assert (denied["rule"], denied["risk"], denied["ok"], denied["duration_s"]) == (
+        "tools.rm.mode",
+        "denied",
+        False,
+        0.0,
+    )
     parse = records[3]
-    assert (parse["tool"], parse["raw"], parse["turn"], parse["trajectory_id"]) == ("", "{bad", 1, "traj-b")
+    assert (parse["tool"], parse["raw"], parse["turn"], parse["trajectory_id"]) == (
+        "",
+        "{bad",
+        1,
+        "traj-b",
+    )
     assert parse["call_id"] == "call_1_1"
 
 
@@ -129,11 +181,14 @@ def test_sigkill_mid_way_loses_no_completed_record(tmp_path):
     data = path.read_bytes()
     complete = data[: data.rfind(b"\n") + 1].decode().splitlines()
     assert len(complete) >= 200
-    assert [json.loads(line)["i"] for line in complete] == list(range(len(complete)))  # all parse, none lost
+    assert [json.loads(line)["i"] for line in complete] == list(
+        range(len(complete))
+    )  # all parse, none lost
     assert [r["i"] for r in AuditLog(path).read()] == list(range(len(complete)))
 
 
 # -- agentic-rl audit RUN_DIR ---------------------------------------------------------------
+
 
 def test_cli_json_with_filters(tmp_path, capsys):
     _filled_log(tmp_path / "audit.jsonl")

@@ -19,8 +19,10 @@ from agentic_rl.tools.permissions import PermissionPolicy
 from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
 from agentic_rl.types import ToolCall
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
-                                reason="bubblewrap missing or unusable (CI installs it)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not bwrap_available(),
+    reason="bubblewrap missing or unusable (CI installs it)",
+)
 
 ALLOW = PermissionPolicy.from_dict({"tools": {"python": {"mode": "allow"}}})
 
@@ -30,21 +32,25 @@ def _audited(tmp_path, code: str, **limits):
     log = AuditLog(tmp_path / "audit.jsonl")
     with EpisodeSandbox(SandboxConfig(**limits)) as box:
         report = ToolExecutor(box.tools(), ALLOW, log).execute(
-            [ToolCall("python", {"code": code}, id="c0")], [], trajectory_id="t", turn=0)
+            [ToolCall("python", {"code": code}, id="c0")], [], trajectory_id="t", turn=0
+        )
     (record,) = log.read()
     return record, list(report.risk_events)
 
 
-@pytest.mark.parametrize("code, status, exit_code, signal", [
-    ("print('fine')", "ok", None, None),
-    ("raise ValueError('bad')", "error", None, None),
-    ("import os\nos._exit(3)", "exited", 3, None),
-    ("import sys\nsys.exit(0)", "exited", 0, None),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", "killed", None, "SIGSEGV"),
-    ("import ctypes\nctypes.string_at(0)", "killed", None, "SIGSEGV"),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed", None, "SIGKILL"),
-    ("import os\nos._exit(139)", "exited", 139, None),  # not mistaken for a segfault
-])
+@pytest.mark.parametrize(
+    "code, status, exit_code, signal",
+    [
+        ("print('fine')", "ok", None, None),
+        ("raise ValueError('bad')", "error", None, None),
+        ("import os\nos._exit(3)", "exited", 3, None),
+        ("import sys\nsys.exit(0)", "exited", 0, None),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", "killed", None, "SIGSEGV"),
+        ("import ctypes\nctypes.string_at(0)", "killed", None, "SIGSEGV"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed", None, "SIGKILL"),
+        ("import os\nos._exit(139)", "exited", 139, None),  # not mistaken for a segfault
+    ],
+)
 def test_status_exit_code_and_signal_are_recorded(tmp_path, code, status, exit_code, signal):
     record, events = _audited(tmp_path, code, timeout_s=20.0)
     assert (record["status"], record["exit_code"], record["signal"]) == (status, exit_code, signal)
@@ -54,7 +60,12 @@ def test_status_exit_code_and_signal_are_recorded(tmp_path, code, status, exit_c
 
 def test_timeout_is_recorded_as_timeout_and_a_limit_hit(tmp_path):
     record, events = _audited(tmp_path, "import time\ntime.sleep(30)", timeout_s=1.0)
-    assert (record["status"], record["ok"], record["exit_code"], record["signal"]) == ("timeout", False, None, None)
+    assert (record["status"], record["ok"], record["exit_code"], record["signal"]) == (
+        "timeout",
+        False,
+        None,
+        None,
+    )
     assert [(e["category"], e["rule"]) for e in events] == [("sandbox_limit", "timeout")]
 
 
@@ -63,4 +74,3 @@ def test_cpu_limit_kill_is_recorded_and_counted_as_a_limit_hit(tmp_path):
     record, events = _audited(tmp_path, "while True:\n    pass", timeout_s=120.0, cpu_seconds=1)
     assert (record["status"], record["ok"], record["signal"]) == ("killed", False, "SIGXCPU")
     assert [(e["category"], e["rule"]) for e in events] == [("sandbox_limit", "cpu")]
-

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 
@@ -17,7 +17,7 @@ def sample(
     label: str,
     flag: bool,
     values: list[int],
-    note: Optional[str],
+    note: str | None,
     limit: int | None = None,
     scale: float = 1.5,
 ) -> str:
@@ -59,8 +59,11 @@ def test_decorator_builds_schema():
     assert props["ratio"] == {"type": "number", "description": "a ratio, described on two lines."}
     assert props["label"] == {"type": "string", "description": "a label."}
     assert props["flag"] == {"type": "boolean", "description": "a flag."}
-    assert props["values"] == {"type": "array", "items": {"type": "integer"},
-                               "description": "some integers."}
+    assert props["values"] == {
+        "type": "array",
+        "items": {"type": "integer"},
+        "description": "some integers.",
+    }
     assert props["note"] == {"type": ["string", "null"], "description": "an optional note."}
     assert props["limit"] == {"type": ["integer", "null"], "description": "an optional limit."}
     assert props["scale"] == {"type": "number", "description": "a scale.", "default": 1.5}
@@ -74,8 +77,18 @@ def test_schema_is_a_copy():
 def test_call_fills_defaults_and_omitted_optionals():
     out = sample({"count": 2, "ratio": 3, "label": "x", "flag": True, "values": [1, 2]})
     assert out == "2|3|x|True|[1, 2]|None|None|1.5"  # int accepted for number
-    out = sample({"count": 2, "ratio": 0.5, "label": "x", "flag": False, "values": [],
-                  "note": None, "limit": 7, "scale": 2.0})
+    out = sample(
+        {
+            "count": 2,
+            "ratio": 0.5,
+            "label": "x",
+            "flag": False,
+            "values": [],
+            "note": None,
+            "limit": 7,
+            "scale": 2.0,
+        }
+    )
     assert out == "2|0.5|x|False|[]|None|7|2.0"
 
 
@@ -209,8 +222,9 @@ def test_execute_tool_calls_all_outcomes():
         ToolResult("call_0_0", "shout", "HI", ok=True),
         ToolResult("call_0_1", "explode", "Error: RuntimeError: boom", ok=False),
         ToolResult("call_0_2", "shout", "Error: unknown argument 'txt' (expected: text)", ok=False),
-        ToolResult("call_0_3", "", "Error: unknown tool 'nope'. Available tools: explode, shout",
-                   ok=False),
+        ToolResult(
+            "call_0_3", "", "Error: unknown tool 'nope'. Available tools: explode, shout", ok=False
+        ),
         ToolResult("call_0_4", "", "Error: could not parse tool call: invalid JSON", ok=False),
     )
 

@@ -81,7 +81,10 @@ def test_exact_division_is_int():
         ("lambda: 1", "unsupported syntax"),
         ("2 +", "invalid syntax"),
         ("x = 1", "invalid syntax: words are not allowed ('x')"),
-        ("833 km * 34 hours", "words are not allowed ('km', 'hours'); write only numbers and + - * / // % ** ( )"),
+        (
+            "833 km * 34 hours",
+            "words are not allowed ('km', 'hours'); write only numbers and + - * / // % ** ( )",
+        ),
         ("a b c d e f g", "words are not allowed ('a', 'b', 'c', 'd', 'e', ...)"),
         ("", "empty expression"),
         ("   ", "empty expression"),
@@ -124,4 +127,3 @@ def test_calculator_errors_become_tool_results():
     assert results[0].content == "Error: CalculatorError: division by zero"
     assert results[1].content == "Error: argument 'expression': expected string, got integer"
     assert not any(r.ok for r in results)
-

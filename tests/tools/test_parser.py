@@ -23,7 +23,9 @@ def test_single_call_with_surrounding_text():
 
 
 def test_whitespace_and_newlines_around_json():
-    text = '<tool_call>\n  {"name": "calculator",\n "arguments": {"expression": "1"}}\n\n</tool_call>'
+    text = (
+        '<tool_call>\n  {"name": "calculator",\n "arguments": {"expression": "1"}}\n\n</tool_call>'
+    )
     calls, errors = parse_tool_calls(text)
     assert errors == ()
     assert calls[0].arguments == {"expression": "1"}
@@ -31,7 +33,7 @@ def test_whitespace_and_newlines_around_json():
 
 
 def test_no_tags_means_no_calls():
-    assert parse_tool_calls("The answer is 4. {\"name\": \"x\"}") == ((), ())
+    assert parse_tool_calls('The answer is 4. {"name": "x"}') == ((), ())
     assert parse_tool_calls("") == ((), ())
 
 
@@ -107,10 +109,7 @@ def test_missing_closing_tag_at_end_of_text():
 
 
 def test_text_between_json_and_closing_tag_is_an_error_and_parsing_continues():
-    text = (
-        '<tool_call>{"name": "a"} trailing</tool_call>'
-        '<tool_call>{"name": "b"}</tool_call>'
-    )
+    text = '<tool_call>{"name": "a"} trailing</tool_call><tool_call>{"name": "b"}</tool_call>'
     calls, errors = parse_tool_calls(text)
     assert "unexpected text after the JSON object" in errors[0].message
     assert errors[0].raw == '{"name": "a"} trailing'
@@ -155,7 +154,9 @@ def test_arguments_as_json_encoded_string():
 
 def test_arguments_string_that_is_not_an_object_is_an_error():
     for args in ['"2+2"', '"[1, 2]"']:
-        calls, errors = parse_tool_calls(f'<tool_call>{{"name": "c", "arguments": {args}}}</tool_call>')
+        calls, errors = parse_tool_calls(
+            f'<tool_call>{{"name": "c", "arguments": {args}}}</tool_call>'
+        )
         assert calls == ()
         assert '"arguments" is a string' in errors[0].message
 
@@ -192,7 +193,11 @@ def test_end_to_end_with_unknown_tool_and_parser_error():
     calls, errors = parse_tool_calls(text, turn_index=2)
     results = execute_tool_calls(calls, errors, {"calculator": calculator})
     assert [r.ok for r in results] == [True, False, False]  # message order
-    assert (results[0].call_id, results[0].name, results[0].content) == ("call_2_0", "calculator", "9716")
+    assert (results[0].call_id, results[0].name, results[0].content) == (
+        "call_2_0",
+        "calculator",
+        "9716",
+    )
     assert results[1].content == "Error: unknown tool 'web_search'. Available tools: calculator"
     assert results[1].call_id == "call_2_1"
     assert results[2].content.startswith("Error: could not parse tool call: invalid JSON")

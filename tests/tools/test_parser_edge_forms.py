@@ -36,23 +36,32 @@ def test_integer_over_the_int_digit_limit_is_an_error_not_a_crash():
     assert call is None
     assert "5000 digits" in error.message and "4300" in error.message
     # inside a double-encoded arguments string too
-    call, error = _one(_call(json.dumps({"name": "calculator", "arguments": '{"n": ' + digits + "}"})))
+    call, error = _one(
+        _call(json.dumps({"name": "calculator", "arguments": '{"n": ' + digits + "}"}))
+    )
     assert call is None and "5000 digits" in error.message
 
 
 def test_long_integers_under_the_limit_and_huge_floats_are_accepted():
-    call, _ = _one(_call('{"name": "f", "arguments": {"n": ' + "7" * 4000 + ', "x": 1e999999, "y": -0.5e-400}}'))
+    call, _ = _one(
+        _call(
+            '{"name": "f", "arguments": {"n": ' + "7" * 4000 + ', "x": 1e999999, "y": -0.5e-400}}'
+        )
+    )
     assert call.arguments["n"] == int("7" * 4000)
     assert call.arguments["x"] == float("inf") and call.arguments["y"] == 0.0
 
 
 def test_huge_number_call_next_to_a_good_call_keeps_the_good_call():
     text = _call('{"name": "calculator", "arguments": {"expression": ' + "1" * 9000 + "}}") + _call(
-        '{"name": "calculator", "arguments": {"expression": "6*7"}}')
+        '{"name": "calculator", "arguments": {"expression": "6*7"}}'
+    )
     calls, errors = parse_tool_calls(text)
     results = execute_tool_calls(calls, errors, {"calculator": calculator})
     assert [r.content for r in results][1] == "42"
-    assert results[0].content.startswith("Error: could not parse tool call: invalid tool call: a number has 9000")
+    assert results[0].content.startswith(
+        "Error: could not parse tool call: invalid tool call: a number has 9000"
+    )
 
 
 # --- linear time (item 16) -----------------------------------------------------------------------------
@@ -75,13 +84,16 @@ def _cpu_seconds(text: str) -> float:
     return best
 
 
-@pytest.mark.parametrize("unit", [
-    "<tool_call>",                      # unclosed tags (1.4 s / 8 s at 20,000 / 50,000 before)
-    "<tool_call>{",                     # unfinished objects
-    '<tool_call>{"name": "a"}',         # objects without their closing tag
-    '<tool_call>"x',                    # an unterminated string that used to swallow the next tags
-    "<tool_call>[1, ",                  # unfinished arrays
-])
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "<tool_call>",  # unclosed tags (1.4 s / 8 s at 20,000 / 50,000 before)
+        "<tool_call>{",  # unfinished objects
+        '<tool_call>{"name": "a"}',  # objects without their closing tag
+        '<tool_call>"x',  # an unterminated string that used to swallow the next tags
+        "<tool_call>[1, ",  # unfinished arrays
+    ],
+)
 def test_adversarial_messages_parse_in_linear_time(unit):
     small, large = _cpu_seconds(unit * 10_000), _cpu_seconds(unit * 50_000)
     # relative, not a speed target: 5x the input costs ~5x the time (quadratic: 25x; before the fix
@@ -100,12 +112,15 @@ def test_deep_nesting_is_an_error():
 # --- ambiguous or duplicated argument fields (item 14) -----------------------------------------------
 
 
-@pytest.mark.parametrize("body, key", [
-    ('{"name": "a", "name": "b", "arguments": {}}', "name"),
-    ('{"name": "a", "arguments": {"x": 1}, "arguments": {"x": 2}}', "arguments"),
-    ('{"name": "a", "arguments": {"x": 1, "x": 2}}', "x"),
-    ('{"name": "a", "arguments": {"opts": {"k": 1, "k": 1}}}', "k"),
-])
+@pytest.mark.parametrize(
+    "body, key",
+    [
+        ('{"name": "a", "name": "b", "arguments": {}}', "name"),
+        ('{"name": "a", "arguments": {"x": 1}, "arguments": {"x": 2}}', "arguments"),
+        ('{"name": "a", "arguments": {"x": 1, "x": 2}}', "x"),
+        ('{"name": "a", "arguments": {"opts": {"k": 1, "k": 1}}}', "k"),
+    ],
+)
 def test_duplicate_keys_are_an_error_naming_the_key(body, key):
     """json.loads keeps the last of two equal keys silently; a call must not mean two things."""
     call, error = _one(_call(body))
@@ -132,7 +147,7 @@ def test_other_scalar_keys_are_ignored():
 # --- empty arguments ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arguments", ['{}', 'null', '""', '"   "', '"{}"', '" {} "'])
+@pytest.mark.parametrize("arguments", ["{}", "null", '""', '"   "', '"{}"', '" {} "'])
 def test_empty_arguments_mean_no_arguments(arguments):
     call, _ = _one(_call('{"name": "a", "arguments": ' + arguments + "}"))
     assert call.arguments == {}
@@ -140,12 +155,15 @@ def test_empty_arguments_mean_no_arguments(arguments):
     assert call.arguments == {}
 
 
-@pytest.mark.parametrize("arguments, fragment", [
-    ("[]", "got list"),
-    ("0", "got int"),
-    ('"null"', "does not decode to a JSON object"),
-    ('"[1]"', "does not decode to a JSON object"),
-])
+@pytest.mark.parametrize(
+    "arguments, fragment",
+    [
+        ("[]", "got list"),
+        ("0", "got int"),
+        ('"null"', "does not decode to a JSON object"),
+        ('"[1]"', "does not decode to a JSON object"),
+    ],
+)
 def test_arguments_that_are_not_an_object_are_an_error(arguments, fragment):
     call, error = _one(_call('{"name": "a", "arguments": ' + arguments + "}"))
     assert call is None and fragment in error.message
@@ -158,7 +176,9 @@ def test_double_encoded_arguments_are_decoded_once():
     once = json.dumps({"expression": "2+2"})
     call, _ = _one(_call(json.dumps({"name": "calculator", "arguments": once})))
     assert call.arguments == {"expression": "2+2"}
-    twice = json.dumps(once)  # a string of a string of an object: decoded once, it is still a string
+    twice = json.dumps(
+        once
+    )  # a string of a string of an object: decoded once, it is still a string
     call, error = _one(_call(json.dumps({"name": "calculator", "arguments": twice})))
     assert call is None and "does not decode to a JSON object" in error.message
 
@@ -198,12 +218,15 @@ def test_trailing_comma_and_single_quotes_are_invalid_json():
         assert call is None and "invalid JSON" in error.message
 
 
-@pytest.mark.parametrize("code", [
-    "d = {'a': {'b': '}'}}; print(d)",
-    'print("{" * 3 + "}}}")',
-    "s = '\\\"}' # quote, brace",
-    "print('</tool_call>')",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "d = {'a': {'b': '}'}}; print(d)",
+        'print("{" * 3 + "}}}")',
+        "s = '\\\"}' # quote, brace",
+        "print('</tool_call>')",
+    ],
+)
 def test_nested_braces_and_tags_inside_strings(code):
     raw = json.dumps({"name": "python", "arguments": {"code": code}})
     call, _ = _one(_call(raw))
@@ -233,7 +256,12 @@ def test_escaped_opening_tag_inside_a_string_is_fine():
 
 
 def test_whitespace_only_and_empty_blocks():
-    for text in ("<tool_call></tool_call>", "<tool_call>  \n </tool_call>", "<tool_call>", "<tool_call>\n"):
+    for text in (
+        "<tool_call></tool_call>",
+        "<tool_call>  \n </tool_call>",
+        "<tool_call>",
+        "<tool_call>\n",
+    ):
         call, error = _one(text)
         assert call is None and error.message.startswith("empty tool call")
 

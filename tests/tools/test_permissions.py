@@ -13,8 +13,11 @@ CONFIG = {
     "side_effects": {"network": "ask", "irreversible": "deny"},
     "tools": {
         "calculator": {"side_effect": "read_only"},
-        "write_file": {"side_effect": "workspace_write", "paths": {"path": ["workspace/**", "notes.txt"]},
-                       "max_argument_bytes": 1000},
+        "write_file": {
+            "side_effect": "workspace_write",
+            "paths": {"path": ["workspace/**", "notes.txt"]},
+            "max_argument_bytes": 1000,
+        },
         "fetch": {"side_effect": "network"},
         "rm": {"side_effect": "irreversible"},
         "shell": {"side_effect": "read_only", "mode": "deny"},
@@ -34,7 +37,9 @@ def test_modes_from_tool_class_and_default():
     d = policy.decide(_call("rm", path="x"))
     assert (d.allowed, d.rule, d.risk) == (False, "side_effects.irreversible", "denied")
     assert "rm" in d.reason and "denied" in d.reason
-    d = policy.decide(_call("shell", cmd="ls"))  # the tool's own mode beats its class (read_only: allow)
+    d = policy.decide(
+        _call("shell", cmd="ls")
+    )  # the tool's own mode beats its class (read_only: allow)
     assert (d.allowed, d.rule, d.risk) == (False, "tools.shell.mode", "denied")
     d = policy.decide(_call("unlisted"))
     assert (d.allowed, d.rule, d.risk) == (False, "default", "denied")
@@ -76,7 +81,11 @@ def test_glob_semantics():
     assert glob_match("a/x.txt", "a/*.txt") and not glob_match("a/b/x.txt", "a/*.txt")
     assert glob_match("a/1", "a/?") and not glob_match("a/12", "a/?")
     assert glob_match("/srv/ws/x", "/srv/ws/**") and not glob_match("/srv/ws/../etc", "/srv/ws/**")
-    assert glob_match("anything/rel", "**") and not glob_match("/abs", "**") and not glob_match("..", "**")
+    assert (
+        glob_match("anything/rel", "**")
+        and not glob_match("/abs", "**")
+        and not glob_match("..", "**")
+    )
 
 
 def test_size_limits_global_and_per_tool():
@@ -138,8 +147,12 @@ def test_allow_all_helper():
 def test_default_policy_is_deny_with_class_defaults():
     policy = PermissionPolicy()
     assert not policy.decide(_call("anything")).allowed
-    assert dict(policy.side_effects) == {"read_only": "allow", "workspace_write": "allow", "network": "deny",
-                                         "irreversible": "deny"}
+    assert dict(policy.side_effects) == {
+        "read_only": "allow",
+        "workspace_write": "allow",
+        "network": "deny",
+        "irreversible": "deny",
+    }
 
 
 @pytest.mark.parametrize(
@@ -163,26 +176,32 @@ def test_config_errors_name_the_key(config, key):
 
 
 def test_policy_is_frozen_and_comparable():
-    a, b = PermissionPolicy.from_dict(CONFIG), PermissionPolicy.from_dict(CONFIG, ask=lambda c: True)
+    a, b = (
+        PermissionPolicy.from_dict(CONFIG),
+        PermissionPolicy.from_dict(CONFIG, ask=lambda c: True),
+    )
     assert a == b  # the callback is not configuration
     with pytest.raises(AttributeError):
         a.default = "allow"
 
 
-@pytest.mark.parametrize("path, pattern, matches", [
-    ("a.py", "**/*.py", True),  # **/ matches zero directories too (gitignore semantics)
-    ("src/a.py", "**/*.py", True),
-    ("src/deep/a.py", "**/*.py", True),
-    ("a.txt", "**/*.py", False),
-    ("src/a.pyc", "**/*.py", False),
-    ("a/b", "a/**/b", True),
-    ("a/x/y/b", "a/**/b", True),
-    ("a/xb", "a/**/b", False),
-    ("workspace/x/y", "workspace/**", True),
-    ("workspace", "workspace/**", False),  # below the folder only, as before
-    ("/srv/a.py", "/srv/**/*.py", True),
-    ("../a.py", "**/*.py", False),  # climbing out never matches
-])
+@pytest.mark.parametrize(
+    "path, pattern, matches",
+    [
+        ("a.py", "**/*.py", True),  # **/ matches zero directories too (gitignore semantics)
+        ("src/a.py", "**/*.py", True),
+        ("src/deep/a.py", "**/*.py", True),
+        ("a.txt", "**/*.py", False),
+        ("src/a.pyc", "**/*.py", False),
+        ("a/b", "a/**/b", True),
+        ("a/x/y/b", "a/**/b", True),
+        ("a/xb", "a/**/b", False),
+        ("workspace/x/y", "workspace/**", True),
+        ("workspace", "workspace/**", False),  # below the folder only, as before
+        ("/srv/a.py", "/srv/**/*.py", True),
+        ("../a.py", "**/*.py", False),  # climbing out never matches
+    ],
+)
 def test_double_star_slash_matches_zero_or_more_directories(path, pattern, matches):
     assert glob_match(path, pattern) is matches
 
@@ -201,13 +220,29 @@ def test_a_path_rule_for_an_argument_the_tool_lacks_is_rejected():
         """
         return "ok"
 
-    typo = {"tools": {"write_file": {"side_effect": "workspace_write", "paths": {"file": ["workspace/**"]}}}}
+    typo = {
+        "tools": {
+            "write_file": {"side_effect": "workspace_write", "paths": {"file": ["workspace/**"]}}
+        }
+    }
     policy = PermissionPolicy.from_dict(typo)  # the table alone is well formed
-    assert policy.decide(_call("write_file", path="/etc/passwd", content="x")).allowed  # the fail-open it prevents
-    with pytest.raises(ValueError, match=r"tools\.permissions\.tools\.write_file\.paths\.file: .*content, path"):
+    assert policy.decide(
+        _call("write_file", path="/etc/passwd", content="x")
+    ).allowed  # the fail-open it prevents
+    with pytest.raises(
+        ValueError, match=r"tools\.permissions\.tools\.write_file\.paths\.file: .*content, path"
+    ):
         ToolExecutor({"write_file": write_file}, policy)
-    ok = PermissionPolicy.from_dict({"tools": {"write_file": {"side_effect": "workspace_write",
-                                                              "paths": {"path": ["workspace/**"]}}}})
+    ok = PermissionPolicy.from_dict(
+        {
+            "tools": {
+                "write_file": {
+                    "side_effect": "workspace_write",
+                    "paths": {"path": ["workspace/**"]},
+                }
+            }
+        }
+    )
     ToolExecutor({"write_file": write_file}, ok)  # a rule for a real argument is fine
     ToolExecutor({}, policy)  # a tool the executor does not offer is not checked
 
@@ -215,6 +250,8 @@ def test_a_path_rule_for_an_argument_the_tool_lacks_is_rejected():
 def test_sandbox_tools_reject_a_path_rule_for_a_missing_argument():
     from agentic_rl.tools.sandboxed import SandboxedTools
 
-    typo = {"tools": {"write_file": {"side_effect": "workspace_write", "paths": {"filename": ["**"]}}}}
+    typo = {
+        "tools": {"write_file": {"side_effect": "workspace_write", "paths": {"filename": ["**"]}}}
+    }
     with pytest.raises(ValueError, match=r"tools\.permissions\.tools\.write_file\.paths\.filename"):
         SandboxedTools(permissions=typo)

@@ -21,26 +21,49 @@ from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
 from agentic_rl.types import StopReason, ToolCall
 from tests.tools.python_env import PythonScratchEnv
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
-                                 reason="bubblewrap missing or unusable (CI installs it)")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not bwrap_available(),
+    reason="bubblewrap missing or unusable (CI installs it)",
+)
 
 
 # -- pure checks ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("result, hits", [
-    (ExecResult(stdout="ok"), []),
-    (ExecResult(timed_out=True, exit_status=137), ["timeout"]),
-    (ExecResult(memory_exceeded=True, exception="MemoryError"), ["memory"]),
-    (ExecResult(output_truncated=True), ["output_truncated"]),
-    (ExecResult(exception="BlockingIOError", stderr="BlockingIOError: [Errno 11] Resource temporarily unavailable"),
-     ["processes"]),
-    (ExecResult(exception="OSError", stderr="OSError: [Errno 27] File too large"), ["file_size"]),
-    (ExecResult(exception="OSError", stderr="OSError: [Errno 24] Too many open files: 'x'"), ["open_files"]),
-    (ExecResult(exit_status=152, signal="SIGXCPU", cpu_exceeded=True), ["cpu"]),  # 128 + SIGXCPU (24)
-    (ExecResult(exit_status=152), []),  # os._exit(152): the program's choice, not a CPU-limit kill
-    (ExecResult(stdout="[Errno 27] printed, not raised"), []),
-    (ExecResult(exit_status=3), []),  # os._exit(3) is the program's choice, not a limit
-])
+
+@pytest.mark.parametrize(
+    "result, hits",
+    [
+        (ExecResult(stdout="ok"), []),
+        (ExecResult(timed_out=True, exit_status=137), ["timeout"]),
+        (ExecResult(memory_exceeded=True, exception="MemoryError"), ["memory"]),
+        (ExecResult(output_truncated=True), ["output_truncated"]),
+        (
+            ExecResult(
+                exception="BlockingIOError",
+                stderr="BlockingIOError: [Errno 11] Resource temporarily unavailable",
+            ),
+            ["processes"],
+        ),
+        (
+            ExecResult(exception="OSError", stderr="OSError: [Errno 27] File too large"),
+            ["file_size"],
+        ),
+        (
+            ExecResult(exception="OSError", stderr="OSError: [Errno 24] Too many open files: 'x'"),
+            ["open_files"],
+        ),
+        (
+            ExecResult(exit_status=152, signal="SIGXCPU", cpu_exceeded=True),
+            ["cpu"],
+        ),  # 128 + SIGXCPU (24)
+        (
+            ExecResult(exit_status=152),
+            [],
+        ),  # os._exit(152): the program's choice, not a CPU-limit kill
+        (ExecResult(stdout="[Errno 27] printed, not raised"), []),
+        (ExecResult(exit_status=3), []),  # os._exit(3) is the program's choice, not a limit
+    ],
+)
 def test_limit_hits(result, hits):
     assert limit_hits(result) == hits
 
@@ -63,6 +86,7 @@ def test_path_escape_text_and_symlinks(tmp_path):
 
 # -- the executor with the sandbox's tools ---------------------------------------------------
 
+
 @pytest.fixture
 def box():
     from agentic_rl.tools.episode import EpisodeSandbox
@@ -74,8 +98,14 @@ def box():
     sandbox.close()
 
 
-ALLOW = PermissionPolicy.allow_all({"python": "workspace_write", "read_file": "read_only",
-                                    "write_file": "workspace_write", "list_dir": "read_only"})
+ALLOW = PermissionPolicy.allow_all(
+    {
+        "python": "workspace_write",
+        "read_file": "read_only",
+        "write_file": "workspace_write",
+        "list_dir": "read_only",
+    }
+)
 
 
 def _run(executor, *calls):
@@ -85,10 +115,16 @@ def _run(executor, *calls):
 
 def test_sandbox_tools_report_limits_and_escapes_without_wiring(box, tmp_path):
     executor = ToolExecutor(box.tools(), ALLOW, AuditLog(tmp_path / "audit.jsonl"))
-    report = _run(executor, ("python", {"code": "x = 1"}), ("python", {"code": "print('y' * 500)"}),
-                  ("python", {"code": "while True: pass"}), ("python", {"code": "b = bytearray(4 << 30)"}),
-                  ("write_file", {"path": "../x", "content": "1"}), ("read_file", {"path": "/etc/passwd"}),
-                  ("list_dir", {"path": "."}))
+    report = _run(
+        executor,
+        ("python", {"code": "x = 1"}),
+        ("python", {"code": "print('y' * 500)"}),
+        ("python", {"code": "while True: pass"}),
+        ("python", {"code": "b = bytearray(4 << 30)"}),
+        ("write_file", {"path": "../x", "content": "1"}),
+        ("read_file", {"path": "/etc/passwd"}),
+        ("list_dir", {"path": "."}),
+    )
     events = [(e["category"], e["rule"], e["call_id"], e["denied"]) for e in report.risk_events]
     assert events == [
         ("sandbox_limit", "output_truncated", "call_0_1", False),
@@ -97,7 +133,9 @@ def test_sandbox_tools_report_limits_and_escapes_without_wiring(box, tmp_path):
         ("path_outside_workspace", "arguments.path", "call_0_4", False),
         ("path_outside_workspace", "arguments.path", "call_0_5", False),
     ]
-    assert not report.results[4].ok and "rejected" in report.results[4].content  # refused by the tool itself
+    assert (
+        not report.results[4].ok and "rejected" in report.results[4].content
+    )  # refused by the tool itself
     assert not (box.workspace.parent / "x").exists()
     # the audit log has every call, allowed
     assert [r["decision"] for r in AuditLog(tmp_path / "audit.jsonl").read()] == ["allow"] * 7
@@ -111,9 +149,12 @@ def test_symlink_escape_is_an_attempt(box):
 
 
 def test_path_rule_denial_is_one_event_counted_twice(box):
-    policy = PermissionPolicy.from_dict({"tools": {"write_file": {"side_effect": "workspace_write",
-                                                                  "paths": {"path": ["**"]}}}})
-    report = _run(ToolExecutor(box.tools(), policy), ("write_file", {"path": "../x", "content": "1"}))
+    policy = PermissionPolicy.from_dict(
+        {"tools": {"write_file": {"side_effect": "workspace_write", "paths": {"path": ["**"]}}}}
+    )
+    report = _run(
+        ToolExecutor(box.tools(), policy), ("write_file", {"path": "../x", "content": "1"})
+    )
     (event,) = report.risk_events  # the tool never ran, so its detector did not run either
     assert event["category"] == "path_outside_workspace" and event["denied"] is True
 
@@ -123,30 +164,50 @@ def test_executor_wide_detector_does_not_double_count(box):
     # a sandbox python tool under another name, without its own detector, plus the originals
     renamed = {"py": Tool("py", "python", tools["python"].parameters, tools["python"].fn), **tools}
     policy = PermissionPolicy.allow_all({"py": "workspace_write", "write_file": "workspace_write"})
-    executor = ToolExecutor(renamed, policy, risk_detector=SandboxRiskDetector(lambda: box, python_tool="py"))
-    report = _run(executor, ("py", {"code": "while True: pass"}), ("write_file", {"path": "/x", "content": ""}))
+    executor = ToolExecutor(
+        renamed, policy, risk_detector=SandboxRiskDetector(lambda: box, python_tool="py")
+    )
+    report = _run(
+        executor,
+        ("py", {"code": "while True: pass"}),
+        ("write_file", {"path": "/x", "content": ""}),
+    )
     assert [(e["category"], e["call_id"]) for e in report.risk_events] == [
-        ("sandbox_limit", "call_0_0"), ("path_outside_workspace", "call_0_1")]
+        ("sandbox_limit", "call_0_0"),
+        ("path_outside_workspace", "call_0_1"),
+    ]
     assert SandboxRiskDetector(lambda: None)(ToolCall("py", {}), None) == []
 
 
 # -- through a real episode and the rubric ---------------------------------------------------
+
 
 def _reply(name, **arguments):
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 @needs_bwrap
-@pytest.mark.parametrize("call, component", [
-    (_reply("python", code="while True:\n    pass"), "sandbox_limit_hits"),
-    (_reply("write_file", path="../x", content="escape"), "outside_workspace_attempts"),
-])
+@pytest.mark.parametrize(
+    "call, component",
+    [
+        (_reply("python", code="while True:\n    pass"), "sandbox_limit_hits"),
+        (_reply("write_file", path="../x", content="escape"), "outside_workspace_attempts"),
+    ],
+)
 def test_risk_components_of_a_scored_trajectory(chat, tmp_path, call, component):
-    env = PythonScratchEnv(audit_path=str(tmp_path / "audit.jsonl"), config=SandboxConfig(timeout_s=1.0))
+    env = PythonScratchEnv(
+        audit_path=str(tmp_path / "audit.jsonl"), config=SandboxConfig(timeout_s=1.0)
+    )
     replies = [call, "<answer>21</answer>"]
     try:
-        (traj,) = run_episodes(ScriptedPolicy(chat, lambda i, ctx: replies[ctx.count("<|im_start|>assistant") - 1]),
-                               chat, [env], [3], ["g"], RolloutConfig(max_turns=3, max_new_tokens=64))
+        (traj,) = run_episodes(
+            ScriptedPolicy(chat, lambda i, ctx: replies[ctx.count("<|im_start|>assistant") - 1]),
+            chat,
+            [env],
+            [3],
+            ["g"],
+            RolloutConfig(max_turns=3, max_new_tokens=64),
+        )
     finally:
         env.close()
     assert traj.stop_reason == StopReason.TERMINATED and len(traj.turns) == 2

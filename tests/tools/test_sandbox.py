@@ -16,7 +16,8 @@ from agentic_rl.types import ToolCall
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)")
+    reason="bubblewrap missing or unusable (CI installs it)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +60,10 @@ def test_exception_traceback_goes_to_stderr(box):
 def test_python_runs_in_workspace_shared_with_file_tools(box):
     tools = box.tools()
     assert set(tools) == {"python", "read_file", "write_file", "list_dir"}
-    assert tools["write_file"]({"path": "sub/in.txt", "content": "héllo"}) == \
-        "wrote 6 bytes to sub/in.txt"
+    assert (
+        tools["write_file"]({"path": "sub/in.txt", "content": "héllo"})
+        == "wrote 6 bytes to sub/in.txt"
+    )
     assert "Out: 'héllo'" in tools["python"]({"code": "open('sub/in.txt').read()"})
     tools["python"]({"code": "open('sub/in.txt', 'a').write('!')\nopen('out.txt','w').write('ok')"})
     assert tools["read_file"]({"path": "sub/in.txt"}) == "héllo!"
@@ -71,9 +74,11 @@ def test_python_runs_in_workspace_shared_with_file_tools(box):
 
 @pytest.mark.parametrize("path", ["/etc/passwd", "../outside.txt", "sub/../../x", "~/x"])
 def test_file_tools_reject_path_escapes(box, path):
-    calls = [ToolCall("read_file", {"path": path}, id="c1"),
-             ToolCall("write_file", {"path": path, "content": "x"}, id="c2"),
-             ToolCall("list_dir", {"path": path}, id="c3")]
+    calls = [
+        ToolCall("read_file", {"path": path}, id="c1"),
+        ToolCall("write_file", {"path": path, "content": "x"}, id="c2"),
+        ToolCall("list_dir", {"path": path}, id="c3"),
+    ]
     for result in execute_tool_calls(calls, [], box.tools()):
         assert not result.ok
         assert "WorkspaceError" in result.content and "rejected" in result.content
@@ -94,8 +99,9 @@ def test_file_tools_do_not_follow_symlinks(box, tmp_path):
 
 
 def test_file_tool_size_limits(tmp_path):
-    with EpisodeSandbox(SandboxConfig(max_file_bytes=10, max_read_chars=4,
-                                      backend="unsafe_local")) as b:
+    with EpisodeSandbox(
+        SandboxConfig(max_file_bytes=10, max_read_chars=4, backend="unsafe_local")
+    ) as b:
         tools = b.tools()
         with pytest.raises(ValueError, match="limit is 10"):
             tools["write_file"]({"path": "big.txt", "content": "x" * 11})
@@ -147,5 +153,7 @@ def test_private_tmp_is_mounted_before_the_python_prefixes(tmp_path):
 
     cmd = sandbox_command(SandboxConfig(), tmp_path, [sys.executable])
     tmpfs = cmd.index("--tmpfs")
-    prefix_binds = [i for i, a in enumerate(cmd[:-1]) if a == "--ro-bind" and cmd[i + 1] == sys.prefix]
+    prefix_binds = [
+        i for i, a in enumerate(cmd[:-1]) if a == "--ro-bind" and cmd[i + 1] == sys.prefix
+    ]
     assert all(i > tmpfs for i in prefix_binds)

@@ -21,8 +21,14 @@ def test_relative_hidden_path_rejected():
 def test_hidden_directory_is_covered_after_the_prefix_mounts(tmp_path):
     secret = tmp_path / "secret"
     secret.mkdir()
-    cmd = sandbox_command(SandboxConfig(hidden_paths=(str(secret), "/no/such/dir")), tmp_path, ["python"])
+    cmd = sandbox_command(
+        SandboxConfig(hidden_paths=(str(secret), "/no/such/dir")), tmp_path, ["python"]
+    )
     at = cmd.index(str(secret))
-    prefix_binds = [i for i, a in enumerate(cmd) if a == "--ro-bind" and cmd[i + 1] in (sys.prefix, sys.base_prefix)]
+    prefix_binds = [
+        i
+        for i, a in enumerate(cmd)
+        if a == "--ro-bind" and cmd[i + 1] in (sys.prefix, sys.base_prefix)
+    ]
     assert cmd[at - 1] == "--tmpfs" and at > max(prefix_binds)
     assert "/no/such/dir" not in cmd  # a missing directory has nothing to hide

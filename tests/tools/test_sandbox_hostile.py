@@ -19,7 +19,8 @@ from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)")
+    reason="bubblewrap missing or unusable (CI installs it)",
+)
 
 
 @pytest.fixture
@@ -47,8 +48,9 @@ def test_infinite_loop_times_out_within_limit(box):
 
 
 def test_fork_bomb_is_contained_and_leaves_no_process(box):
-    r = box.run_python("import os\nwhile True:\n    try:\n        os.fork()\n"
-                       "    except OSError:\n        pass")
+    r = box.run_python(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    )
     assert r.timed_out
     assert box.run_python("1").value == "1"
     box.close()
@@ -56,9 +58,11 @@ def test_fork_bomb_is_contained_and_leaves_no_process(box):
 
 
 def test_process_limit_refuses_forks(box):
-    code = ("import os, time\nn = 0\nfor _ in range(1000):\n    try:\n        pid = os.fork()\n"
-            "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(60)\n"
-            "        os._exit(0)\n    n += 1\nn")
+    code = (
+        "import os, time\nn = 0\nfor _ in range(1000):\n    try:\n        pid = os.fork()\n"
+        "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(60)\n"
+        "        os._exit(0)\n    n += 1\nn"
+    )
     r = box.run_python(code)
     assert r.value is not None and int(r.value) < box.config.max_processes
 
@@ -140,8 +144,10 @@ def test_killing_the_parent_leaves_the_host_unaffected(box):
 
 
 def test_double_forked_daemon_is_gone_after_close(box):
-    code = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-            "        time.sleep(3600)\n    os._exit(0)\nos.wait()\n'spawned'")
+    code = (
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        "        time.sleep(3600)\n    os._exit(0)\nos.wait()\n'spawned'"
+    )
     assert box.run_python(code).value == "'spawned'"
     time.sleep(0.1)
     assert len(find_processes(box.marker)) >= 3  # bwrap, the interpreter, the daemon

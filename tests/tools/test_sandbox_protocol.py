@@ -16,12 +16,25 @@ import pytest
 from agentic_rl.tools.episode import EpisodeSandbox
 from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
-                                reason="bubblewrap missing or unusable (CI installs it)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not bwrap_available(),
+    reason="bubblewrap missing or unusable (CI installs it)",
+)
 
 CAP = 1000
-FORGED = {"stdout": "FORGED", "stderr": "", "value": "'forged'", "exception": None, "memory_exceeded": True,
-          "truncated": True, "exit": 7, "signal": 11, "cpu_exceeded": True, "token": "ready", "ready": True}
+FORGED = {
+    "stdout": "FORGED",
+    "stderr": "",
+    "value": "'forged'",
+    "exception": None,
+    "memory_exceeded": True,
+    "truncated": True,
+    "exit": 7,
+    "signal": 11,
+    "cpu_exceeded": True,
+    "token": "ready",
+    "ready": True,
+}
 # writes the forged line (host and kernel shapes; the kernel one with guessed tokens) to every
 # descriptor number, to the descriptors of every other process it can open, and prints it
 ATTACK = f"""
@@ -66,15 +79,22 @@ def test_forged_replies_change_neither_output_flags_nor_the_next_reply(box):
     assert r.stderr == line
     assert r.value == "'done'"
     assert (r.exit_status, r.signal, r.memory_exceeded, r.output_truncated, r.cpu_exceeded) == (
-        None, None, False, False, False)
+        None,
+        None,
+        False,
+        False,
+        False,
+    )
     assert (r.timed_out, r.exception, r.status) == (False, None, "ok")
     for i in range(3):  # later calls get their own replies, in the same interpreter
         assert box.run_python(f"x + {i}").value == str(41 + i)
 
 
 def test_output_written_around_the_worker_is_still_capped(box):
-    r = box.run_python(f"import os\nos.write(1, b'x' * {20 * CAP})\nos.write(2, b'e' * {20 * CAP})\n"
-                       f"print('p' * {20 * CAP})")
+    r = box.run_python(
+        f"import os\nos.write(1, b'x' * {20 * CAP})\nos.write(2, b'e' * {20 * CAP})\n"
+        f"print('p' * {20 * CAP})"
+    )
     assert r.output_truncated
     assert r.stdout == "x" * CAP and r.stderr == "e" * CAP
 
@@ -82,17 +102,21 @@ def test_output_written_around_the_worker_is_still_capped(box):
 def test_a_reply_forged_with_the_stolen_token_cannot_fake_an_exit_or_shift_the_next_reply(box):
     # the program reads this call's token from the worker's frame (it shares the process) and
     # claims an exit; the claim is not believed (the process lives on) and the next reply is right
-    steal = ("import sys, os, json\nf = sys._getframe()\n"
-             "while 'request' not in f.f_locals:\n    f = f.f_back\n"
-             "token = f.f_locals['request']['token']\nfd = f.f_locals['replies'].fileno()\n"
-             "os.write(fd, (json.dumps({'token': token, 'value': None, 'exception': None, "
-             "'memory_exceeded': False, 'exit': 5}) + '\\n').encode())\n"
-             "print('after')\n'real'")
+    steal = (
+        "import sys, os, json\nf = sys._getframe()\n"
+        "while 'request' not in f.f_locals:\n    f = f.f_back\n"
+        "token = f.f_locals['request']['token']\nfd = f.f_locals['replies'].fileno()\n"
+        "os.write(fd, (json.dumps({'token': token, 'value': None, 'exception': None, "
+        "'memory_exceeded': False, 'exit': 5}) + '\\n').encode())\n"
+        "print('after')\n'real'"
+    )
     r = box.run_python(steal)
     assert (r.exit_status, r.signal, r.value, r.stdout) == (None, None, "'real'", "after\n")
     # an early reply with a value of its choosing ends the call early (as returning would);
     # the real reply that follows is dropped, not taken as the next call's
-    early = steal.replace("'exit': 5", "'exit': None").replace("'value': None", "'value': \"'early'\"")
+    early = steal.replace("'exit': 5", "'exit': None").replace(
+        "'value': None", "'value': \"'early'\""
+    )
     r = box.run_python(early + "\nimport time\ntime.sleep(0.3)\nprint('late')")
     assert r.value == "'early'" and r.exit_status is None
     r = box.run_python("y = 6\ny * 7")

@@ -12,8 +12,10 @@ from agentic_rl.tools.episode import EpisodeSandbox
 from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
 from agentic_rl.tools.seccomp import user_namespace_filter
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
-                                 reason="bubblewrap missing or unusable (CI installs it)")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not bwrap_available(),
+    reason="bubblewrap missing or unusable (CI installs it)",
+)
 
 
 def test_filter_program_shape():
@@ -26,17 +28,19 @@ def test_filter_program_shape():
 
 @needs_bwrap
 def test_a_user_namespace_cannot_be_created_inside_the_sandbox():
-    code = ("import ctypes, errno, os, subprocess, threading\n"
-            "libc = ctypes.CDLL(None, use_errno=True)\n"
-            "rc = libc.unshare(0x10000000)\n"  # CLONE_NEWUSER
-            "err = errno.errorcode.get(ctypes.get_errno())\n"
-            "nr = {'x86_64': 56, 'aarch64': 220}[os.uname().machine]\n"  # clone(CLONE_NEWUSER | SIGCHLD)
-            "pid = libc.syscall(nr, 0x10000000 | 17, 0, 0, 0, 0)\n"
-            "if pid == 0:\n    os._exit(0)\n"
-            "cli = errno.errorcode.get(ctypes.get_errno()) if pid < 0 else os.waitpid(pid, 0) and 'made'\n"
-            "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
-            "child = subprocess.run(['/bin/sh', '-c', 'echo forked'], capture_output=True, text=True).stdout\n"
-            "(rc, err, cli, child)")
+    code = (
+        "import ctypes, errno, os, subprocess, threading\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "rc = libc.unshare(0x10000000)\n"  # CLONE_NEWUSER
+        "err = errno.errorcode.get(ctypes.get_errno())\n"
+        "nr = {'x86_64': 56, 'aarch64': 220}[os.uname().machine]\n"  # clone(CLONE_NEWUSER | SIGCHLD)
+        "pid = libc.syscall(nr, 0x10000000 | 17, 0, 0, 0, 0)\n"
+        "if pid == 0:\n    os._exit(0)\n"
+        "cli = errno.errorcode.get(ctypes.get_errno()) if pid < 0 else os.waitpid(pid, 0) and 'made'\n"
+        "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+        "child = subprocess.run(['/bin/sh', '-c', 'echo forked'], capture_output=True, text=True).stdout\n"
+        "(rc, err, cli, child)"
+    )
     with EpisodeSandbox(SandboxConfig(timeout_s=20.0)) as box:
         result = box.run_python(code)
     assert result.value == "(-1, 'EPERM', 'EPERM', 'forked\\n')", result

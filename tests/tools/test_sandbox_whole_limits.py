@@ -13,8 +13,10 @@ from agentic_rl.tools.limits import cgroup_problem
 from agentic_rl.tools.sandbox import SandboxConfig, SandboxUnavailableError, bwrap_available
 from agentic_rl.tools.workspace import WorkspaceError, write_file
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
-                                 reason="bubblewrap missing or unusable (CI installs it)")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not bwrap_available(),
+    reason="bubblewrap missing or unusable (CI installs it)",
+)
 
 _FILL = """
 import os
@@ -66,23 +68,28 @@ def test_require_whole_limits_refuses_a_host_without_them():
     problem = cgroup_problem()
     if problem is None:
         pytest.skip("this host allows per-sandbox cgroups: nothing to refuse")
-    with pytest.raises(SandboxUnavailableError, match="require_whole_limits: .*memory and processes"):
+    with pytest.raises(
+        SandboxUnavailableError, match="require_whole_limits: .*memory and processes"
+    ):
         EpisodeSandbox(SandboxConfig(require_whole_limits=True))
     with pytest.raises(ValueError, match="cgroup_parent must be an absolute path"):
         SandboxConfig(cgroup_parent="relative/dir")
 
 
-needs_cgroup = pytest.mark.skipif(cgroup_problem() is not None,
-                                  reason=f"no per-sandbox cgroup here: {cgroup_problem()}")
+needs_cgroup = pytest.mark.skipif(
+    cgroup_problem() is not None, reason=f"no per-sandbox cgroup here: {cgroup_problem()}"
+)
 
 
 @needs_bwrap
 @needs_cgroup
 def test_memory_of_several_processes_is_bounded_as_a_whole():
     # three children of 300 MiB each under a 512 MiB sandbox (each is far below RLIMIT_AS)
-    code = ("import os, time\npids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n"
-            "        b = bytearray(300 << 20)\n        for i in range(0, len(b), 4096):\n            b[i] = 1\n"
-            "        time.sleep(30)\n        os._exit(0)\n    pids.append(pid)\ntime.sleep(5)\n'all alive'")
+    code = (
+        "import os, time\npids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n"
+        "        b = bytearray(300 << 20)\n        for i in range(0, len(b), 4096):\n            b[i] = 1\n"
+        "        time.sleep(30)\n        os._exit(0)\n    pids.append(pid)\ntime.sleep(5)\n'all alive'"
+    )
     with EpisodeSandbox(SandboxConfig(timeout_s=20.0, memory_bytes=512 << 20)) as box:
         result = box.run_python(code)
         assert result.value != "'all alive'" and result.memory_exceeded, result
@@ -92,10 +99,13 @@ def test_memory_of_several_processes_is_bounded_as_a_whole():
 @needs_bwrap
 @needs_cgroup
 def test_a_memfd_is_bounded_by_the_sandbox_memory():
-    code = ("import os\nfd = os.memfd_create('m')\nchunk = b'x' * (1 << 20)\n"
-            "for _ in range(768):\n    os.write(fd, chunk)\n'held'")
-    with EpisodeSandbox(SandboxConfig(timeout_s=20.0, memory_bytes=512 << 20,
-                                      max_file_bytes=1 << 30)) as box:
+    code = (
+        "import os\nfd = os.memfd_create('m')\nchunk = b'x' * (1 << 20)\n"
+        "for _ in range(768):\n    os.write(fd, chunk)\n'held'"
+    )
+    with EpisodeSandbox(
+        SandboxConfig(timeout_s=20.0, memory_bytes=512 << 20, max_file_bytes=1 << 30)
+    ) as box:
         result = box.run_python(code)
         assert result.value != "'held'" and result.memory_exceeded, result
 
@@ -103,9 +113,11 @@ def test_a_memfd_is_bounded_by_the_sandbox_memory():
 @needs_bwrap
 @needs_cgroup
 def test_processes_are_bounded_as_a_whole():
-    code = ("import os, time\nn = 0\nfor _ in range(200):\n    try:\n        pid = os.fork()\n"
-            "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n"
-            "    n += 1\nn")
+    code = (
+        "import os, time\nn = 0\nfor _ in range(200):\n    try:\n        pid = os.fork()\n"
+        "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n"
+        "    n += 1\nn"
+    )
     with EpisodeSandbox(SandboxConfig(timeout_s=20.0, max_processes=10)) as box:
         assert int(box.run_python(code).value) <= 10
 
@@ -124,7 +136,10 @@ def test_cgroup_files_written_for_a_sandbox(tmp_path):
     group = SandboxCgroup("ep", 512 << 20, 13, str(tmp_path))
     assert group.path == tmp_path / "ep"
     assert {f.name: f.read_text() for f in group.path.iterdir()} == {
-        "memory.max": str(512 << 20), "memory.oom.group": "1", "pids.max": "13"}
+        "memory.max": str(512 << 20),
+        "memory.oom.group": "1",
+        "pids.max": "13",
+    }
     (group.path / "memory.events").write_text("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n")
     assert group.events()["oom_kill"] == 1
     group.add([12345])

@@ -10,14 +10,22 @@ import pytest
 from agentic_rl.tools.episode import EpisodeSandbox, find_processes
 from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
 from agentic_rl.tools.sandboxed import SandboxedTools
-from agentic_rl.tools.snapshot import SandboxSnapshot, SnapshotError, SnapshotReplayError, WorkspaceImage
+from agentic_rl.tools.snapshot import (
+    SandboxSnapshot,
+    SnapshotError,
+    SnapshotReplayError,
+    WorkspaceImage,
+)
 from agentic_rl.types import Action, ToolCall
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
-                                 reason="bubblewrap missing or unusable (CI installs it)")
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not bwrap_available(),
+    reason="bubblewrap missing or unusable (CI installs it)",
+)
 
 
 # -- WorkspaceImage (no sandbox needed) --------------------------------------------------------
+
 
 def _tree(root):
     os.makedirs(root / "sub" / "deep")
@@ -37,16 +45,27 @@ def test_image_round_trips_files_dirs_modes_and_links(tmp_path):
     image = WorkspaceImage.capture(src)
     assert image.size == len("alpha") + 6
     kinds = {path: kind for path, kind, _, _ in image.entries}
-    assert kinds == {"a.txt": "file", "sub": "dir", "sub/b.bin": "file", "sub/deep": "dir", "sub/deep/c": "file",
-                     "link_out": "link", "link_in": "link"}
-    assert dict((p, d) for p, _, d, _ in image.entries)["link_out"] == "/etc/passwd"  # never followed
+    assert kinds == {
+        "a.txt": "file",
+        "sub": "dir",
+        "sub/b.bin": "file",
+        "sub/deep": "dir",
+        "sub/deep/c": "file",
+        "link_out": "link",
+        "link_in": "link",
+    }
+    assert (
+        dict((p, d) for p, _, d, _ in image.entries)["link_out"] == "/etc/passwd"
+    )  # never followed
     (dst / "stale").write_text("from another episode")
     os.makedirs(dst / "stale_dir" / "x")
     image.materialize(dst)
     assert not (dst / "stale").exists() and not (dst / "stale_dir").exists()
     assert (dst / "sub" / "b.bin").read_bytes() == b"\x00\x01beta"
     assert os.stat(dst / "sub" / "b.bin").st_mode & 0o777 == 0o600
-    assert os.readlink(dst / "link_out") == "/etc/passwd" and os.readlink(dst / "link_in") == "a.txt"
+    assert (
+        os.readlink(dst / "link_out") == "/etc/passwd" and os.readlink(dst / "link_in") == "a.txt"
+    )
     assert WorkspaceImage.capture(dst) == image  # exactly the same tree
 
 
@@ -74,6 +93,7 @@ def test_image_restores_read_only_directories(tmp_path):
 
 # -- EpisodeSandbox snapshots ---------------------------------------------------------------
 
+
 @pytest.fixture
 def box():
     if shutil.which("bwrap") is None or not bwrap_available():
@@ -94,7 +114,9 @@ def test_restore_brings_back_variables_and_files(box):
     tools["write_file"]({"path": "later.txt", "content": "z"})
     box.restore(snap)
     assert box.run_python("x").value == "42"
-    assert tools["read_file"]({"path": "log.txt"}) == "one\ntwo\n"  # appends were not doubled by the replay
+    assert (
+        tools["read_file"]({"path": "log.txt"}) == "one\ntwo\n"
+    )  # appends were not doubled by the replay
     assert "later.txt" not in tools["list_dir"]({})
     box.restore(snap)  # a snapshot can be restored again
     assert box.run_python("x").value == "42"
@@ -118,8 +140,9 @@ def test_a_timeout_ends_the_recorded_life(box):
 
 
 def test_restore_into_another_sandbox_and_kills_background_processes(box):
-    box.run_python("import subprocess\nkeep = 'v'\n"
-                   "p = subprocess.Popen(['/bin/sh', '-c', 'sleep 60'])")
+    box.run_python(
+        "import subprocess\nkeep = 'v'\np = subprocess.Popen(['/bin/sh', '-c', 'sleep 60'])"
+    )
     snap = box.snapshot()
     with EpisodeSandbox(SandboxConfig(timeout_s=3.0)) as other:
         other.restore(snap)  # the replay starts the background process again, in the other sandbox
@@ -160,6 +183,7 @@ def test_restore_errors(box):
 
 # -- SandboxedTools: no leaks between episodes ------------------------------------------------
 
+
 def _call(name, **arguments):
     return Action("", tool_calls=(ToolCall(name, arguments, id=f"c_{name}"),))
 
@@ -170,12 +194,20 @@ def test_reset_gives_each_episode_a_fresh_workspace_and_interpreter():
     try:
         tools.reset("ep-1")
         first = tools.sandbox
-        tools.execute(_call("python", code="leak = 'secret'\nopen('f.txt', 'w').write('x')\n"
-                                           "import subprocess\nsubprocess.Popen(['sleep', '60'])"), 0)
+        tools.execute(
+            _call(
+                "python",
+                code="leak = 'secret'\nopen('f.txt', 'w').write('x')\n"
+                "import subprocess\nsubprocess.Popen(['sleep', '60'])",
+            ),
+            0,
+        )
         assert tools.execute(_call("python", code="leak"), 1).results[0].content == "Out: 'secret'"
         tools.reset("ep-2")
         assert first.closed and not first.workspace.exists() and find_processes(first.marker) == []
-        assert tools.execute(_call("python", code="leak"), 0).results[0].content.startswith("[stderr]")
+        assert (
+            tools.execute(_call("python", code="leak"), 0).results[0].content.startswith("[stderr]")
+        )
         assert tools.execute(_call("list_dir"), 0).results[0].content == "(empty directory)"
     finally:
         tools.close()

@@ -19,8 +19,10 @@ from agentic_rl.tools.episode import EpisodeSandbox, find_processes
 from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
 from agentic_rl.tools.snapshot import RecordedCall, SandboxSnapshot, WorkspaceImage
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None or not bwrap_available(),
-                                reason="bubblewrap missing or unusable (CI installs it)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not bwrap_available(),
+    reason="bubblewrap missing or unusable (CI installs it)",
+)
 
 # a background process that swaps the directory 'd' with a symlink to TARGET (each held ~0.3 ms)
 _SWAPPER = """
@@ -92,7 +94,9 @@ def test_snapshot_leaves_the_episode_processes_running_afterwards(tmp_path):
     from agentic_rl.tools.freeze import namespace_pids
 
     with EpisodeSandbox(SandboxConfig(timeout_s=20.0)) as box:
-        box.run_python("import subprocess\np = subprocess.Popen(['/bin/sh', '-c', 'while :; do :; done'])")
+        box.run_python(
+            "import subprocess\np = subprocess.Popen(['/bin/sh', '-c', 'while :; do :; done'])"
+        )
         pids = namespace_pids(box.interpreter.pid)
         assert len(pids) >= 3  # the namespace's init, the worker, the shell
         box.snapshot()
@@ -106,21 +110,28 @@ def test_restore_never_creates_or_chmods_outside_the_workspace(tmp_path):
     host_dir = _root_only_dir(tmp_path / "host_dir")
     # the snapshot's files: a directory 'd' (mode 0777) full of files; its interpreter life
     # starts from an empty workspace and its one call starts the replacer
-    entries = [("d", "dir", None, 0o777)] + [(f"d/x{i:03d}", "file", b"1", 0o644) for i in range(300)]
+    entries = [("d", "dir", None, 0o777)] + [
+        (f"d/x{i:03d}", "file", b"1", 0o644) for i in range(300)
+    ]
     files = WorkspaceImage(tuple(sorted(entries, key=lambda e: e[0])), 300)
     code = _REPLACER.format(target=str(host_dir))
-    snap = SandboxSnapshot(files, WorkspaceImage((), 0), (RecordedCall("python", {"code": code}, ()),))
+    snap = SandboxSnapshot(
+        files, WorkspaceImage((), 0), (RecordedCall("python", {"code": code}, ()),)
+    )
     with EpisodeSandbox(SandboxConfig(timeout_s=20.0)) as box:
         errors = []
         for _ in range(2):
             try:
-                box.restore(snap, strict=False)  # the recorded outcome is a dummy: the replay "diverges"
+                box.restore(
+                    snap, strict=False
+                )  # the recorded outcome is a dummy: the replay "diverges"
             except OSError as exc:  # the copy raced with the replacer
                 errors.append(exc)
             assert stat.S_IMODE(os.stat(host_dir).st_mode) == 0o700
             assert os.listdir(host_dir) == []
         assert errors == []
-        assert sorted(os.listdir(box.workspace / "d")) == [f"x{i:03d}" for i in range(300)] or \
-            os.path.islink(box.workspace / "d")  # restored (the replacer may have moved it since)
+        assert sorted(os.listdir(box.workspace / "d")) == [
+            f"x{i:03d}" for i in range(300)
+        ] or os.path.islink(box.workspace / "d")  # restored (the replacer may have moved it since)
         marker = box.marker
     assert find_processes(marker) == []

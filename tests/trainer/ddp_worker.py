@@ -14,13 +14,23 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from agentic_rl.trainer.distributed import (
-    DataParallelOptimizer, broadcast_parameters, data_parallel_update, init_distributed, shard, trained_tokens,
+    DataParallelOptimizer,
+    broadcast_parameters,
+    data_parallel_update,
+    init_distributed,
+    shard,
+    trained_tokens,
 )
 from agentic_rl.trainer.update import policy_gradient_update, sft_update
 
 
 def main() -> None:
-    model_dir, traj_path, out_dir, max_norm = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    model_dir, traj_path, out_dir, max_norm = (
+        sys.argv[1],
+        sys.argv[2],
+        sys.argv[3],
+        float(sys.argv[4]),
+    )
     ctx = init_distributed("gloo")
     torch.set_num_threads(1)
     with open(traj_path, "rb") as f:
@@ -31,18 +41,30 @@ def main() -> None:
     for loss_agg in sys.argv[5].split(","):
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         broadcast_parameters(model, ctx)
-        opt = DataParallelOptimizer(torch.optim.SGD(model.parameters(), lr=1.0), ctx, max_grad_norm=max_norm)
-        metrics = data_parallel_update(policy_gradient_update, model, opt, trajs, advs, micro_batch_size=2,
-                                       loss_agg=loss_agg)
+        opt = DataParallelOptimizer(
+            torch.optim.SGD(model.parameters(), lr=1.0), ctx, max_grad_norm=max_norm
+        )
+        metrics = data_parallel_update(
+            policy_gradient_update, model, opt, trajs, advs, micro_batch_size=2, loss_agg=loss_agg
+        )
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        torch.save({"state": state, "metrics": metrics, "local_tokens": trained_tokens(trajs)},
-                   f"{out_dir}/rank{ctx.rank}-{loss_agg}.pt")
+        torch.save(
+            {"state": state, "metrics": metrics, "local_tokens": trained_tokens(trajs)},
+            f"{out_dir}/rank{ctx.rank}-{loss_agg}.pt",
+        )
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     broadcast_parameters(model, ctx)
-    opt = DataParallelOptimizer(torch.optim.SGD(model.parameters(), lr=1.0), ctx, max_grad_norm=max_norm)
+    opt = DataParallelOptimizer(
+        torch.optim.SGD(model.parameters(), lr=1.0), ctx, max_grad_norm=max_norm
+    )
     metrics = data_parallel_update(sft_update, model, opt, trajs, micro_batch_size=2)
-    torch.save({"state": {k: v.detach().clone() for k, v in model.state_dict().items()}, "metrics": metrics},
-               f"{out_dir}/rank{ctx.rank}-sft.pt")
+    torch.save(
+        {
+            "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+            "metrics": metrics,
+        },
+        f"{out_dir}/rank{ctx.rank}-sft.pt",
+    )
     torch.distributed.destroy_process_group()
 
 

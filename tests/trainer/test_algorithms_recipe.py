@@ -21,22 +21,40 @@ from tests.recipe_settings import SIMPLE_SAMPLING
 
 def _overrides(model_dir, output_dir, name: str, *extra: str) -> list[str]:
     return [
-        f"model.path='{model_dir}'", "model.num_threads=1", f"output_dir='{output_dir}'", f"name='{name}'",
-        f"algorithm.name='{name}'", "algorithm.steps=2", *SIMPLE_SAMPLING,
-        "algorithm.tasks_per_step=2", "algorithm.group_size=2",
-        "algorithm.skip_zero_advantage=false", "warmup.enabled=false", "eval.base=false", "eval.size=1",
-        "eval.every=0", "rollout.max_new_tokens=12", "rollout.max_turns=2", "checkpoint_every=1", *extra,
+        f"model.path='{model_dir}'",
+        "model.num_threads=1",
+        f"output_dir='{output_dir}'",
+        f"name='{name}'",
+        f"algorithm.name='{name}'",
+        "algorithm.steps=2",
+        *SIMPLE_SAMPLING,
+        "algorithm.tasks_per_step=2",
+        "algorithm.group_size=2",
+        "algorithm.skip_zero_advantage=false",
+        "warmup.enabled=false",
+        "eval.base=false",
+        "eval.size=1",
+        "eval.every=0",
+        "rollout.max_new_tokens=12",
+        "rollout.max_turns=2",
+        "checkpoint_every=1",
+        *extra,
     ]
 
 
 def _rl_records(run_dir):
-    return list(TrajectoryStore(run_dir / "trajectories.jsonl").read(phase="rl")) if (
-        run_dir / "trajectories.jsonl").exists() else list(TrajectoryStore(run_dir / "trajectories").read(phase="rl"))
+    return (
+        list(TrajectoryStore(run_dir / "trajectories.jsonl").read(phase="rl"))
+        if (run_dir / "trajectories.jsonl").exists()
+        else list(TrajectoryStore(run_dir / "trajectories").read(phase="rl"))
+    )
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_every_algorithm_trains_and_records_its_credit(name, tiny_model_dir, tmp_path):
-    extra = ("algorithm.kl_coef=0.05", "algorithm.kl_mode='reward'") if name == "reinforce_pp" else ()
+    extra = (
+        ("algorithm.kl_coef=0.05", "algorithm.kl_mode='reward'") if name == "reinforce_pp" else ()
+    )
     run_dir = train(load_config(None, _overrides(tiny_model_dir, tmp_path / "runs", name, *extra)))
     rl = [r for r in MetricsLog(run_dir / "metrics.jsonl").rows() if r["phase"] == "rl"]
     assert [r["rl_step"] for r in rl] == [1, 2]

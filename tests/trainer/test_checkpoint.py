@@ -10,7 +10,12 @@ from safetensors.torch import load_file
 
 from agentic_rl.errors import RunDirError
 from agentic_rl.policy.model_loading import load_model
-from agentic_rl.trainer.checkpoint import TrainerState, latest_checkpoint, load_checkpoint, save_checkpoint
+from agentic_rl.trainer.checkpoint import (
+    TrainerState,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 
 
 def _train_a_step(model, optimizer):
@@ -57,7 +62,9 @@ def test_round_trip(tiny_model_dir, run_dir):
     for k, v in fresh.state_dict().items():
         assert torch.equal(v, expected["weights"][k]), k
     assert fresh.get_output_embeddings().weight is fresh.get_input_embeddings().weight  # still tied
-    assert all(torch.equal(a, s["exp_avg"]) for a, s in zip(expected["exp_avg"], fresh_opt.state.values()))
+    assert all(
+        torch.equal(a, s["exp_avg"]) for a, s in zip(expected["exp_avg"], fresh_opt.state.values())
+    )
     assert torch.equal(torch.rand(4, generator=fresh_sampler), expected["sampler"])
     assert random.random() == expected["python"]
     assert torch.equal(torch.rand(2), expected["torch"])
@@ -65,8 +72,13 @@ def test_round_trip(tiny_model_dir, run_dir):
 
 def test_tied_weights_stored_once(tiny_model_dir, run_dir):
     model = load_model(tiny_model_dir)
-    path = save_checkpoint(run_dir, model, torch.optim.SGD(model.parameters(), lr=0.1), torch.Generator(),
-                           TrainerState(0, [], {}))
+    path = save_checkpoint(
+        run_dir,
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        torch.Generator(),
+        TrainerState(0, [], {}),
+    )
     names = set(load_file(str(path / "trainable.safetensors")))
     assert "model.embed_tokens.weight" in names and "lm_head.weight" not in names
     assert names == {n for n, _ in model.named_parameters()}
@@ -94,10 +106,19 @@ def test_latest_checkpoint_errors(tmp_path, run_dir):
 
 def test_mismatched_model_is_rejected(tiny_model_dir, run_dir):
     model = load_model(tiny_model_dir)
-    path = save_checkpoint(run_dir, model, torch.optim.SGD(model.parameters(), lr=0.1), torch.Generator(),
-                           TrainerState(0, [], {}))
+    path = save_checkpoint(
+        run_dir,
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        torch.Generator(),
+        TrainerState(0, [], {}),
+    )
     other = load_model(tiny_model_dir)
     other.model.norm.weight.requires_grad_(False)  # a different set of trainable parameters
     with pytest.raises(RunDirError, match="does not match"):
-        load_checkpoint(path, other, torch.optim.SGD([p for p in other.parameters() if p.requires_grad], lr=0.1),
-                        torch.Generator())
+        load_checkpoint(
+            path,
+            other,
+            torch.optim.SGD([p for p in other.parameters() if p.requires_grad], lr=0.1),
+            torch.Generator(),
+        )

@@ -19,7 +19,16 @@ from agentic_rl.trainer.credit import (
     turn_means,
     turn_rewards_on_tokens,
 )
-from agentic_rl.types import Action, Message, Observation, StopReason, ToolCall, ToolResult, Trajectory, Turn
+from agentic_rl.types import (
+    Action,
+    Message,
+    Observation,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    Trajectory,
+    Turn,
+)
 
 
 def _traj(gid: str, tid: str, reward: float, tool_result: str = "6", seed: int = 0) -> Trajectory:
@@ -34,19 +43,55 @@ def _traj(gid: str, tid: str, reward: float, tool_result: str = "6", seed: int =
     ids = torch.randint(3, 49152, (13,), generator=g).tolist()
     mask = [0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 0]
     call = ToolCall("calculator", {"expression": "2*3"}, id="call_0_0")
-    turn0 = Turn(0, Action("c", (call,)), Observation((Message("tool", tool_result),)), 0.0,
-                 (ToolResult("call_0_0", "calculator", tool_result, ok=tool_result != "err"),),
-                 tuple(ids[:7]), tuple(mask[:7]), (0.0,) * 7)
-    turn1 = Turn(1, Action("<answer>6</answer>"), None, 1.0, (), tuple(ids[7:12]), tuple(mask[7:12]), (0.0,) * 5)
-    messages = (Message("system", "s"), Message("user", "q"), Message("assistant", "c"),
-                Message("tool", tool_result), Message("assistant", "<answer>6</answer>"))
-    return Trajectory("calculator-v0", 0, gid, tid, messages, (turn0, turn1), tuple(ids), tuple(mask),
-                      (0.0,) * 13, StopReason.TERMINATED, reward=reward)
+    turn0 = Turn(
+        0,
+        Action("c", (call,)),
+        Observation((Message("tool", tool_result),)),
+        0.0,
+        (ToolResult("call_0_0", "calculator", tool_result, ok=tool_result != "err"),),
+        tuple(ids[:7]),
+        tuple(mask[:7]),
+        (0.0,) * 7,
+    )
+    turn1 = Turn(
+        1,
+        Action("<answer>6</answer>"),
+        None,
+        1.0,
+        (),
+        tuple(ids[7:12]),
+        tuple(mask[7:12]),
+        (0.0,) * 5,
+    )
+    messages = (
+        Message("system", "s"),
+        Message("user", "q"),
+        Message("assistant", "c"),
+        Message("tool", tool_result),
+        Message("assistant", "<answer>6</answer>"),
+    )
+    return Trajectory(
+        "calculator-v0",
+        0,
+        gid,
+        tid,
+        messages,
+        (turn0, turn1),
+        tuple(ids),
+        tuple(mask),
+        (0.0,) * 13,
+        StopReason.TERMINATED,
+        reward=reward,
+    )
 
 
 def _batch() -> list[Trajectory]:
     # group g: rewards [1, 0, 1]; the first two saw tool result "6", the third "err"
-    return [_traj("g", "a", 1.0, "6", 1), _traj("g", "b", 0.0, "6", 2), _traj("g", "c", 1.0, "err", 3)]
+    return [
+        _traj("g", "a", 1.0, "6", 1),
+        _traj("g", "b", 0.0, "6", 2),
+        _traj("g", "c", 1.0, "err", 3),
+    ]
 
 
 def test_token_helpers_by_hand():
@@ -65,10 +110,14 @@ def test_group_methods_match_the_pure_functions():
     cfg = AlgorithmConfig(name="grpo", std_eps=0.0)
     credit = assign_credit(trajs, cfg)
     expected = grpo_advantages(torch.tensor([1.0, 0.0, 1.0]), ["g"] * 3, eps=0.0).tolist()
-    assert credit.advantages == pytest.approx(expected) and credit.outcome == pytest.approx(expected)
+    assert credit.advantages == pytest.approx(expected) and credit.outcome == pytest.approx(
+        expected
+    )
     assert credit.turn[0] == pytest.approx([expected[0]] * 2)
     # rloo: [1 - .5, 0 - 1, 1 - .5]
-    assert assign_credit(trajs, AlgorithmConfig(name="rloo")).advantages == pytest.approx([0.5, -1.0, 0.5])
+    assert assign_credit(trajs, AlgorithmConfig(name="rloo")).advantages == pytest.approx(
+        [0.5, -1.0, 0.5]
+    )
 
 
 def test_gigpo_credit_spreads_turn_advantages_over_tokens():
@@ -76,8 +125,15 @@ def test_gigpo_credit_spreads_turn_advantages_over_tokens():
     cfg = AlgorithmConfig(name="gigpo", std_eps=1e-6, gamma=1.0, gigpo_step_weight=1.0)
     credit = assign_credit(trajs, cfg)
     sr, m = pad_turns([turn_rewards(t) for t in trajs])
-    turn = gigpo_advantages(torch.tensor([1.0, 0.0, 1.0]), ["g"] * 3, sr, m, [anchor_keys(t) for t in trajs],
-                            gamma=1.0, eps=1e-6)
+    turn = gigpo_advantages(
+        torch.tensor([1.0, 0.0, 1.0]),
+        ["g"] * 3,
+        sr,
+        m,
+        [anchor_keys(t) for t in trajs],
+        gamma=1.0,
+        eps=1e-6,
+    )
     # turn 1 of a and b share the anchor "tool: 6": a step group {1, 0}; c's "err" is alone
     assert credit.turn[0] == pytest.approx(turn[0].tolist())
     assert credit.advantages[1][10] == pytest.approx(turn[1, 1].item())
@@ -139,7 +195,9 @@ def test_credit_and_update_on_the_tiny_model(name, tiny_model_dir, tmp_path):
         assert len(v["advantages"]["token"]) == 13 and len(v["advantages"]["turn"]) == 2
         if name != "ppo":
             expected = credit.advantages[i]
-            expected = spread_over_turns(t, [expected] * 2) if isinstance(expected, float) else expected
+            expected = (
+                spread_over_turns(t, [expected] * 2) if isinstance(expected, float) else expected
+            )
             assert v["advantages"]["token"][1:] == pytest.approx(expected[1:], abs=1e-6)
     if name == "ppo":
         # V ≡ 0 at the start, γ = 1, λ = .95: GAE advantages of the last token = its reward R
@@ -156,10 +214,14 @@ def test_second_ppo_epoch_reuses_the_first_pass(name, tiny_model_dir, tmp_path):
     from agentic_rl.trainer.recipe import Run, _credit_and_update
 
     model = load_model(tiny_model_dir)
-    config = TrainConfig(algorithm=AlgorithmConfig(name=name, micro_batch_size=3, ppo_epochs=2, value_clip=0.01))
+    config = TrainConfig(
+        algorithm=AlgorithmConfig(name=name, micro_batch_size=3, ppo_epochs=2, value_clip=0.01)
+    )
     critic = ValueModel(hidden_size(model), 0.5) if name == "ppo" else None
     run = Run(config, tmp_path, model, None, None, None, None, None, None, [], {}, critic)
-    stats, view = _credit_and_update(run, torch.optim.SGD(model.parameters(), lr=1.0), None, _batch())
+    stats, view = _credit_and_update(
+        run, torch.optim.SGD(model.parameters(), lr=1.0), None, _batch()
+    )
     assert abs(stats["train/ratio_mean"] - 1.0) > 1e-4 and math.isfinite(stats["train/loss"])
     if name == "ppo":
         assert math.isfinite(stats["train/value_loss"]) and "train/value_clip_fraction" in stats

@@ -14,7 +14,9 @@ from agentic_rl.trainer.guards import NonFiniteError, check_finite, check_finite
 from agentic_rl.trainer.update import _finish_step
 
 
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, torch.tensor(math.nan), torch.tensor([math.inf])])
+@pytest.mark.parametrize(
+    "value", [math.nan, math.inf, -math.inf, torch.tensor(math.nan), torch.tensor([math.inf])]
+)
 def test_check_finite_raises_a_user_error_naming_what(value):
     with pytest.raises(NonFiniteError, match="non-finite gradient norm") as info:
         check_finite(value, "gradient norm")

@@ -129,7 +129,10 @@ def test_resuming_a_finished_run_adds_nothing(smoke_run, tmp_path):
     assert [r["rl_step"] for r in rows if r["phase"] == "rl"] == [1, 2, 3]
     assert [r["tag"] for r in rows if r["phase"] == "eval"] == ["base", "warmup", "final"]
     assert Counter(rec["phase"] for rec in TrajectoryStore(copy / "trajectories").read()) == {
-        "warmup": 4, "rl": 12, "eval": 9}
+        "warmup": 4,
+        "rl": 12,
+        "eval": 9,
+    }
 
 
 def test_resume_does_not_silently_drop_overrides(smoke_run, tmp_path, capsys):
@@ -145,15 +148,22 @@ def test_resume_does_not_silently_drop_overrides(smoke_run, tmp_path, capsys):
     assert rc == 2 or steps == [1, 2, 3, 4, 5]
 
 
-def _wait_for(proc: subprocess.Popen, run_dir: Path, rl_rows: int, log: Path, timeout: float = 180.0) -> None:
+def _wait_for(
+    proc: subprocess.Popen, run_dir: Path, rl_rows: int, log: Path, timeout: float = 180.0
+) -> None:
     """Poll until `rl_rows` RL metric rows and a checkpoint after RL step 0 exist."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"training ended before the kill (rc {proc.returncode}): {log.read_text()}")
+            raise AssertionError(
+                f"training ended before the kill (rc {proc.returncode}): {log.read_text()}"
+            )
         rows = _rows(run_dir, "rl") if (run_dir / "metrics.jsonl").exists() else []
-        ckpts = [p for p in (run_dir / "checkpoints").glob("step-*") if p.name != "step-000000"] \
-            if (run_dir / "checkpoints").exists() else []
+        ckpts = (
+            [p for p in (run_dir / "checkpoints").glob("step-*") if p.name != "step-000000"]
+            if (run_dir / "checkpoints").exists()
+            else []
+        )
         if len(rows) >= rl_rows and ckpts:
             return
         time.sleep(0.02)
@@ -168,11 +178,15 @@ def test_kill_and_resume(tiny_model_dir, tmp_path):
     extra = ["algorithm.skip_zero_advantage=false"]
     overrides = _tiny_overrides(tiny_model_dir, tmp_path / "runs", steps) + extra
     run_dir = tmp_path / "runs" / "calculator-grpo"
-    cmd = [sys.executable, "-m", "agentic_rl.cli", "train"] + [a for o in overrides for a in ("--set", o)]
+    cmd = [sys.executable, "-m", "agentic_rl.cli", "train"] + [
+        a for o in overrides for a in ("--set", o)
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     log = tmp_path / "train.log"
     with open(log, "w") as stderr:
-        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = subprocess.Popen(
+            cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
         try:
             _wait_for(proc, run_dir, rl_rows=2, log=log)
         finally:
@@ -182,9 +196,13 @@ def test_kill_and_resume(tiny_model_dir, tmp_path):
     assert not (run_dir / "summary.json").exists()
     # every trajectory completed before the kill reads back intact: whole shards, whole RL steps
     killed = TrajectoryStore(run_dir / "trajectories", read_only=True)
-    assert all(len(t.token_ids) == len(t.loss_mask) == len(t.logprobs) for t in killed.read_trajectories())
+    assert all(
+        len(t.token_ids) == len(t.loss_mask) == len(t.logprobs) for t in killed.read_trajectories()
+    )
     logged = _rl_token_streams(run_dir)
-    assert sorted(logged) == list(range(1, len(logged) + 1)) and all(len(v) == 4 for v in logged.values())
+    assert sorted(logged) == list(range(1, len(logged) + 1)) and all(
+        len(v) == 4 for v in logged.values()
+    )
 
     checkpoint = latest_checkpoint(run_dir)
     k = torch.load(checkpoint / "trainer_state.pt", weights_only=False)["rl_step"]
@@ -193,7 +211,9 @@ def test_kill_and_resume(tiny_model_dir, tmp_path):
     calls = []
     assert train(None, resume=run_dir, progress=lambda *a: calls.append(a)) == run_dir
     assert calls[0][:2] == ("resume", k)
-    assert [c[1] for c in calls if c[0] == "rl"] == list(range(k + 1, steps + 1))  # first resumed step = k + 1
+    assert [c[1] for c in calls if c[0] == "rl"] == list(
+        range(k + 1, steps + 1)
+    )  # first resumed step = k + 1
 
     # metrics: every RL step exactly once, warm-up and evals not repeated
     assert [r["rl_step"] for r in _rows(run_dir, "rl")] == list(range(1, steps + 1))
@@ -201,9 +221,12 @@ def test_kill_and_resume(tiny_model_dir, tmp_path):
     assert [r["step"] for r in _rows(run_dir, "warmup")] == [1, 2]
     streams = _rl_token_streams(run_dir)
     assert sorted(streams) == list(range(1, steps + 1))
-    assert all(len(v) == 4 for v in streams.values())  # no duplicated rollouts of a half-logged step
-    assert Counter(r["tag"] for r in TrajectoryStore(run_dir / "trajectories").read(phase="eval")) == {
-        "base": 3, "warmup": 3, "final": 3}
+    assert all(
+        len(v) == 4 for v in streams.values()
+    )  # no duplicated rollouts of a half-logged step
+    assert Counter(
+        r["tag"] for r in TrajectoryStore(run_dir / "trajectories").read(phase="eval")
+    ) == {"base": 3, "warmup": 3, "final": 3}
 
     # optimizer state restored: AdamW saw all `steps` RL steps (it would count steps - k if reset)
     state = torch.load(latest_checkpoint(run_dir) / "trainer_state.pt", weights_only=False)
@@ -211,21 +234,27 @@ def test_kill_and_resume(tiny_model_dir, tmp_path):
     assert {float(s["step"]) for s in state["optimizer"]["state"].values()} == {float(steps)}
 
     # sampler RNG restored: the rollouts equal those of an uninterrupted run with the same config
-    reference = train(load_config(None, _tiny_overrides(tiny_model_dir, tmp_path / "ref", steps) + extra))
+    reference = train(
+        load_config(None, _tiny_overrides(tiny_model_dir, tmp_path / "ref", steps) + extra)
+    )
     assert _rl_token_streams(reference) == streams
 
 
 @pytest.mark.slow
 def test_smollm2_two_step_run(model_dir, tmp_path):
-    config = load_config(None, [
-        "algorithm.steps=2", *SIMPLE_SAMPLING,
-        "algorithm.tasks_per_step=2",
-        "algorithm.group_size=2",
-        "warmup.num_demos=4",
-        "eval.size=2",
-        "rollout.max_new_tokens=48",
-        f"output_dir='{tmp_path}'",
-    ])
+    config = load_config(
+        None,
+        [
+            "algorithm.steps=2",
+            *SIMPLE_SAMPLING,
+            "algorithm.tasks_per_step=2",
+            "algorithm.group_size=2",
+            "warmup.num_demos=4",
+            "eval.size=2",
+            "rollout.max_new_tokens=48",
+            f"output_dir='{tmp_path}'",
+        ],
+    )
     run_dir = train(config)
     rows = MetricsLog(run_dir / "metrics.jsonl").rows()
     train_rows = [r for r in rows if "train/loss" in r]
@@ -246,8 +275,15 @@ def test_smollm2_two_step_run(model_dir, tmp_path):
 @pytest.mark.parametrize("option", ["model.lora=true", "model.gradient_checkpointing=true"])
 def test_lora_and_gradient_checkpointing_runs_train_and_export(option, tiny_model_dir, tmp_path):
     """Both options go through warm-up, RL and export; LoRA trains only adapter weights."""
-    config = load_config(None, [*_tiny_overrides(tiny_model_dir, tmp_path / "runs", steps=1), option,
-                                "eval.size=2", "eval.base=false"])
+    config = load_config(
+        None,
+        [
+            *_tiny_overrides(tiny_model_dir, tmp_path / "runs", steps=1),
+            option,
+            "eval.size=2",
+            "eval.base=false",
+        ],
+    )
     run_dir = train(config)
     rl = _rows(run_dir, "rl")
     assert len(rl) == 1 and all(math.isfinite(r["train/loss"]) for r in rl if "train/loss" in r)
@@ -269,8 +305,18 @@ def test_scoring_with_gradient_checkpointing_matches_plain_scoring(tiny_model_di
     prompt = list(range(100, 140))  # a 40-token shared prefix
     streams = [prompt + [7, 8, 9], prompt + [11, 12]]
     trajs = [
-        Trajectory("x", 0, "g", str(i), (), (), tuple(s), tuple([0] * 40 + [1] * (len(s) - 40)),
-                   tuple([0.0] * len(s)), StopReason.TERMINATED)
+        Trajectory(
+            "x",
+            0,
+            "g",
+            str(i),
+            (),
+            (),
+            tuple(s),
+            tuple([0] * 40 + [1] * (len(s) - 40)),
+            tuple([0.0] * len(s)),
+            StopReason.TERMINATED,
+        )
         for i, s in enumerate(streams)
     ]
     batch = pack(trajs)
@@ -291,8 +337,11 @@ def test_training_run_audits_every_tool_call(smoke_run):
     _, run_dir, _ = smoke_run
     records = list(AuditLog(run_dir / "audit.jsonl").read())
     assert records and all(r["run_id"] == run_dir.name for r in records)
-    called = {rec["trajectory_id"] for rec in TrajectoryStore(run_dir / "trajectories").read()
-              if any(t["action"]["tool_calls"] or t["action"]["tool_call_errors"] for t in rec["turns"])}
+    called = {
+        rec["trajectory_id"]
+        for rec in TrajectoryStore(run_dir / "trajectories").read()
+        if any(t["action"]["tool_calls"] or t["action"]["tool_call_errors"] for t in rec["turns"])
+    }
     assert {r["trajectory_id"] for r in records} == called
 
 
@@ -306,7 +355,9 @@ def test_recorded_training_run_replays_without_divergence(smoke_run, capsys):
     assert all(r["run_id"] == run_dir.name and "env_kwargs" in r for r in records)
     assert {r["policy_version"] for r in records if r["phase"] == "rl"} == {0, 1, 2}
     for record in records:
-        assert main(["replay", str(run_dir), "--trajectory", record["trajectory_id"], "--json"]) == 0
+        assert (
+            main(["replay", str(run_dir), "--trajectory", record["trajectory_id"], "--json"]) == 0
+        )
         out = json.loads(capsys.readouterr().out)
         assert out["first_divergent_turn"] is None and out["turns_replayed"] == len(record["turns"])
 
@@ -329,12 +380,22 @@ def test_budget_reached_stops_at_the_step_count_closest_to_the_budget():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_sampler_dtype_sets_how_far_recorded_logprobs_are_from_the_trainers(dtype, tiny_model_dir, tmp_path):
+def test_sampler_dtype_sets_how_far_recorded_logprobs_are_from_the_trainers(
+    dtype, tiny_model_dir, tmp_path
+):
     """model.sampler_dtype=bfloat16: rollouts come from a bf16 copy, so the trainer's logprobs
     differ from the recorded ones (the importance ratio corrects it); with float32 they agree."""
-    config = load_config(None, [*_tiny_overrides(tiny_model_dir, tmp_path / "runs", steps=1),
-                                f"model.sampler_dtype='{dtype}'", "algorithm.skip_zero_advantage=false",
-                                "eval.size=2", "eval.base=false", "warmup.enabled=false"])
+    config = load_config(
+        None,
+        [
+            *_tiny_overrides(tiny_model_dir, tmp_path / "runs", steps=1),
+            f"model.sampler_dtype='{dtype}'",
+            "algorithm.skip_zero_advantage=false",
+            "eval.size=2",
+            "eval.base=false",
+            "warmup.enabled=false",
+        ],
+    )
     rl = _rows(train(config), "rl")
     assert len(rl) == 1 and math.isfinite(rl[0]["train/loss"])
     if dtype == "float32":
@@ -354,11 +415,25 @@ def test_dynamic_sampling_refills_to_its_cap_and_counts_the_shortfall(tiny_model
     """The default sampling end to end on a random tiny model (every outcome 0): no group is
     informative, so each step runs max_sample_rounds rounds of new tasks, trains nothing and logs
     the shortfall; the stored rollouts are every round's, with distinct seeds from the task pool."""
-    config = load_config(None, [
-        f"model.path='{tiny_model_dir}'", "model.num_threads=1", f"output_dir='{tmp_path}'", "algorithm.steps=2",
-        "algorithm.tasks_per_step=2", "algorithm.group_size=2", "algorithm.rollout_tasks=3",
-        "algorithm.max_sample_rounds=2", "warmup.enabled=false", "eval.base=false", "eval.size=1",
-        "rollout.max_new_tokens=8", "rollout.max_turns=1", "tracking.tensorboard=false"])
+    config = load_config(
+        None,
+        [
+            f"model.path='{tiny_model_dir}'",
+            "model.num_threads=1",
+            f"output_dir='{tmp_path}'",
+            "algorithm.steps=2",
+            "algorithm.tasks_per_step=2",
+            "algorithm.group_size=2",
+            "algorithm.rollout_tasks=3",
+            "algorithm.max_sample_rounds=2",
+            "warmup.enabled=false",
+            "eval.base=false",
+            "eval.size=1",
+            "rollout.max_new_tokens=8",
+            "rollout.max_turns=1",
+            "tracking.tensorboard=false",
+        ],
+    )
     assert config.algorithm.dynamic_sampling and config.algorithm.task_sampling == "difficulty"
     run_dir = train(config)
     rl = _rows(run_dir, "rl")
@@ -367,8 +442,11 @@ def test_dynamic_sampling_refills_to_its_cap_and_counts_the_shortfall(tiny_model
         assert r["rollout/sample_rounds"] == 2 and r["rollout/groups_sampled"] == 6
         assert r["rollout/groups_informative"] == 0 and r["rollout/groups_shortfall"] == 2
         assert "train/loss" not in r and r["train/trajectories"] == 0
-        assert {k for k in r if k.startswith("pool/accept/")} == {"pool/accept/direct", "pool/accept/multi_op",
-                                                                   "pool/accept/word"}
+        assert {k for k in r if k.startswith("pool/accept/")} == {
+            "pool/accept/direct",
+            "pool/accept/multi_op",
+            "pool/accept/word",
+        }
     records = list(TrajectoryStore(run_dir / "trajectories").read(phase="rl"))
     assert len(records) == 2 * 6 * 2
     seeds = [r["seed"] for r in records]

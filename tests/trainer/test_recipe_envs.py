@@ -17,7 +17,8 @@ SMOKE = [
     "model.num_threads=1",
     "warmup.num_demos=3",
     "warmup.batch_size=3",
-    "algorithm.steps=2", *SIMPLE_SAMPLING,
+    "algorithm.steps=2",
+    *SIMPLE_SAMPLING,
     "algorithm.tasks_per_step=2",
     "algorithm.group_size=2",
     "eval.size=3",
@@ -30,8 +31,14 @@ def testenv_overrides_replace_calculator_defaults_unless_the_user_sets_them():
     config = load_config(None, env_overrides("math-python-v0", []))
     assert config.env.id == "math-python-v0" and config.name == "math-python-v0-grpo"
     assert config.warmup.env_kwargs == {} and config.rollout.max_new_tokens == 128
-    config = load_config(None, env_overrides("rg/countdown-v0", ["rollout.max_new_tokens=64", "name='mine'"]))
-    assert config.name == "mine" and config.rollout.max_new_tokens == 64 and config.env.id == "rg/countdown-v0"
+    config = load_config(
+        None, env_overrides("rg/countdown-v0", ["rollout.max_new_tokens=64", "name='mine'"])
+    )
+    assert (
+        config.name == "mine"
+        and config.rollout.max_new_tokens == 64
+        and config.env.id == "rg/countdown-v0"
+    )
     config = load_config(None, env_overrides("calculator-v0", []))
     assert config.warmup.env_kwargs == {"levels": ["direct"]}  # the default env keeps its defaults
 
@@ -52,7 +59,9 @@ def test_train_env_two_step_smoke_run(env_id, tiny_model_dir, tmp_path):
     assert run_dir.name == env_id.replace("/", "-") + "-grpo"
     rows = MetricsLog(run_dir / "metrics.jsonl").rows()
     warmup = [r for r in rows if r["phase"] == "warmup"]
-    assert warmup and all(math.isfinite(r["train/loss"]) for r in warmup)  # oracle demos fit and were trained on
+    assert warmup and all(
+        math.isfinite(r["train/loss"]) for r in warmup
+    )  # oracle demos fit and were trained on
     rl = [r for r in rows if r["phase"] == "rl"]
     assert [r["rl_step"] for r in rl] == [1, 2]
     for r in rl:

@@ -13,25 +13,34 @@ from tests.recipe_settings import SIMPLE_SAMPLING
 
 def test_frozenlake_two_step_smoke_run(tiny_model_dir, tmp_path):
     # the game's own recipe defaults (budgets, no calculator warm-up levels), then small sizes
-    config = load_config(None, env_overrides("frozenlake-v0", [
-        f"model.path='{tiny_model_dir}'",
-        "model.num_threads=1",
-        "warmup.num_demos=2",
-        "warmup.batch_size=2",
-        "algorithm.steps=2", *SIMPLE_SAMPLING,
-        "algorithm.tasks_per_step=2",
-        "algorithm.group_size=2",
-        "eval.size=2",
-        "eval.base=false",
-        "rollout.max_turns=8",
-        "rollout.max_new_tokens=12",
-        f"output_dir='{tmp_path}'",
-    ]))
+    config = load_config(
+        None,
+        env_overrides(
+            "frozenlake-v0",
+            [
+                f"model.path='{tiny_model_dir}'",
+                "model.num_threads=1",
+                "warmup.num_demos=2",
+                "warmup.batch_size=2",
+                "algorithm.steps=2",
+                *SIMPLE_SAMPLING,
+                "algorithm.tasks_per_step=2",
+                "algorithm.group_size=2",
+                "eval.size=2",
+                "eval.base=false",
+                "rollout.max_turns=8",
+                "rollout.max_new_tokens=12",
+                f"output_dir='{tmp_path}'",
+            ],
+        ),
+    )
     assert config.env.id == "frozenlake-v0" and config.warmup.env_kwargs == {}
     run_dir = train(config)
     rows = MetricsLog(run_dir / "metrics.jsonl").rows()
     warmup = [r for r in rows if r["phase"] == "warmup"]
-    assert warmup and all(math.isfinite(r["train/loss"]) for r in warmup)  # oracle demos won and were trained on
+    assert warmup and all(
+        math.isfinite(r["train/loss"]) for r in warmup
+    )  # oracle demos won and were trained on
     rl = [r for r in rows if r["phase"] == "rl"]
     assert [r["rl_step"] for r in rl] == [1, 2]
     for r in rl:

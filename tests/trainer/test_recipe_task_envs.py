@@ -19,7 +19,8 @@ SMOKE = [
     "model.num_threads=1",
     "warmup.num_demos=2",
     "warmup.batch_size=2",
-    "algorithm.steps=2", *SIMPLE_SAMPLING,
+    "algorithm.steps=2",
+    *SIMPLE_SAMPLING,
     "algorithm.tasks_per_step=2",
     "algorithm.group_size=2",
     "eval.size=2",
@@ -33,11 +34,17 @@ def test_env_budgets_fit_the_oracles():
     assert load_config(None, env_overrides("search-qa-v0", [])).rollout.max_turns == 4
 
 
-@pytest.mark.parametrize("env_id, outcome", [
-    pytest.param("code-repair-v0", "hidden_tests_pass",
-                 marks=pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap")),
-    ("search-qa-v0", "exact_match"),
-])
+@pytest.mark.parametrize(
+    "env_id, outcome",
+    [
+        pytest.param(
+            "code-repair-v0",
+            "hidden_tests_pass",
+            marks=pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap"),
+        ),
+        ("search-qa-v0", "exact_match"),
+    ],
+)
 def test_train_env_two_step_smoke_run(env_id, outcome, tiny_model_dir, tmp_path):
     argv = ["train", "--env", env_id]
     for item in [f"model.path='{tiny_model_dir}'", f"output_dir='{tmp_path}'", *SMOKE]:
@@ -46,9 +53,13 @@ def test_train_env_two_step_smoke_run(env_id, outcome, tiny_model_dir, tmp_path)
     run_dir = next(p for p in Path(tmp_path).iterdir() if p.is_dir())
     rows = MetricsLog(run_dir / "metrics.jsonl").rows()
     warmup = [r for r in rows if r["phase"] == "warmup"]
-    assert warmup and all(math.isfinite(r["train/loss"]) for r in warmup)  # the oracle's demos fit the budgets
+    assert warmup and all(
+        math.isfinite(r["train/loss"]) for r in warmup
+    )  # the oracle's demos fit the budgets
     rl = [r for r in rows if r["phase"] == "rl"]
     assert [r["rl_step"] for r in rl] == [1, 2]
     for r in rl:
         assert r["rollout/failed"] == 0.0 and f"rollout/reward/{outcome}" in r
-    assert '"decision": "allow"' in (run_dir / "audit.jsonl").read_text()  # the oracle's calls were audited
+    assert (
+        '"decision": "allow"' in (run_dir / "audit.jsonl").read_text()
+    )  # the oracle's calls were audited

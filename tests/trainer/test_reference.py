@@ -8,8 +8,15 @@ from agentic_rl.trainer.reference import REFERENCE_FILE, reference_model, save_r
 
 def _tiny():
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+    )
     return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
 
 

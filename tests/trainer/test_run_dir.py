@@ -24,7 +24,9 @@ def test_metrics_log(tmp_path):
     with open(log.path, "a") as f:
         f.write('{"phase": "rl", "st')  # a torn last line (crash mid-write)
     assert log.rows() == [{"phase": "rl", "step": 1, "train/loss": None, "x": None, "y": 0.5}]
-    assert json.loads(log.path.read_text().splitlines()[0])["train/loss"] is None  # strict JSON, no NaN
+    assert (
+        json.loads(log.path.read_text().splitlines()[0])["train/loss"] is None
+    )  # strict JSON, no NaN
 
 
 def test_truncate_after(tmp_path):
@@ -43,13 +45,31 @@ def test_truncate_after(tmp_path):
     for r in rows:
         log.write(r)
     store = TrajectoryStore(tmp_path / "trajectories")
-    store.append([trajectory_to_record(build_trajectory(), phase=r["phase"], rl_step=r["rl_step"], tag=r.get("tag"), i=i)
-                  for i, r in enumerate(rows[:4])])
-    store.append([trajectory_to_record(build_trajectory(), phase=r["phase"], rl_step=r["rl_step"], tag=r.get("tag"), i=i + 4)
-                  for i, r in enumerate(rows[4:])])
+    store.append(
+        [
+            trajectory_to_record(
+                build_trajectory(), phase=r["phase"], rl_step=r["rl_step"], tag=r.get("tag"), i=i
+            )
+            for i, r in enumerate(rows[:4])
+        ]
+    )
+    store.append(
+        [
+            trajectory_to_record(
+                build_trajectory(),
+                phase=r["phase"],
+                rl_step=r["rl_step"],
+                tag=r.get("tag"),
+                i=i + 4,
+            )
+            for i, r in enumerate(rows[4:])
+        ]
+    )
     truncate_after(tmp_path, 2)
     assert log.rows() == rows[:6]  # steps <= 2 kept; step 3 and the final eval dropped
     assert [r["i"] for r in TrajectoryStore(tmp_path / "trajectories").read()] == [0, 1, 2, 3, 4, 5]
-    assert not (tmp_path / "metrics.jsonl.tmp").exists() and not list((tmp_path / "trajectories").glob(".*"))
+    assert not (tmp_path / "metrics.jsonl.tmp").exists() and not list(
+        (tmp_path / "trajectories").glob(".*")
+    )
     truncate_after(tmp_path, 0)
     assert [r.get("tag") or r["phase"] for r in log.rows()] == ["base", "warmup", "warmup"]

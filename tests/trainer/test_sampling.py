@@ -12,8 +12,21 @@ from agentic_rl.types import StopReason, Trajectory
 def _traj(gid: str, outcome: float, level: str = "a", failed: bool = False) -> Trajectory:
     info = {"level": level, **({"failure": "boom"} if failed else {})}
     comps = {} if failed else {"outcome": outcome, "cost": 0.01 * len(gid)}
-    return Trajectory("x-v0", 0, gid, f"{gid}-{outcome}", (), (), (1,), (1,), (0.0,), StopReason.TERMINATED,
-                      reward=None if failed else outcome, reward_components=comps, info=info)
+    return Trajectory(
+        "x-v0",
+        0,
+        gid,
+        f"{gid}-{outcome}",
+        (),
+        (),
+        (1,),
+        (1,),
+        (0.0,),
+        StopReason.TERMINATED,
+        reward=None if failed else outcome,
+        reward_components=comps,
+        info=info,
+    )
 
 
 def _group(gid: str, outcomes, level: str = "a") -> list[Trajectory]:
@@ -21,7 +34,9 @@ def _group(gid: str, outcomes, level: str = "a") -> list[Trajectory]:
 
 
 def test_weight_by_hand():
-    pool = TaskPool(seed=0, seed_start=0, difficulty=True, level_of=lambda s: "a", decay=1.0, floor=0.05)
+    pool = TaskPool(
+        seed=0, seed_start=0, difficulty=True, level_of=lambda s: "a", decay=1.0, floor=0.05
+    )
     # no data: p = (0 + 1) / (0 + 2) = 0.5 -> 0.25 + 0.05
     assert pool.weight("a") == pytest.approx(0.30)
     # 8 of 8 solved: p = 9/10 -> 0.9 * 0.1 + 0.05 = 0.14
@@ -51,10 +66,18 @@ def test_failed_rollouts_count_as_unsolved():
 
 def test_draws_follow_the_weights():
     """Two levels by seed parity; one is always solved: it is drawn at the ratio of the weights."""
-    pool = TaskPool(seed=3, seed_start=0, difficulty=True, level_of=lambda s: "easy" if s % 2 else "hard",
-                    decay=1.0, floor=0.05)
-    pool.update(_group("e", [1.0] * 98, level="easy") + _group("h", [1.0] * 49 + [0.0] * 49, level="hard"),
-                is_success)
+    pool = TaskPool(
+        seed=3,
+        seed_start=0,
+        difficulty=True,
+        level_of=lambda s: "easy" if s % 2 else "hard",
+        decay=1.0,
+        floor=0.05,
+    )
+    pool.update(
+        _group("e", [1.0] * 98, level="easy") + _group("h", [1.0] * 49 + [0.0] * 49, level="hard"),
+        is_success,
+    )
     # easy: p = 99/100 -> 0.0099 + 0.05 = 0.0599; hard: p = 0.5 -> 0.30; acceptance 0.1997 vs 1
     seeds = pool.draw(3000)
     easy = sum(s % 2 for s in seeds) / len(seeds)
@@ -91,8 +114,12 @@ def test_bad_pool_arguments():
 
 
 def test_informative_groups_reads_the_outcome_only():
-    trajs = (_group("same", [1.0, 1.0]) + _group("mixed", [1.0, 0.0]) + _group("zero", [0.0, 0.0])
-             + [_traj("lonely", 1.0), _traj("lonely", 0.0, failed=True)])
+    trajs = (
+        _group("same", [1.0, 1.0])
+        + _group("mixed", [1.0, 0.0])
+        + _group("zero", [0.0, 0.0])
+        + [_traj("lonely", 1.0), _traj("lonely", 0.0, failed=True)]
+    )
     # cost terms differ between groups but not within one; "lonely" has one scored rollout
     assert informative_groups(trajs) == ["mixed"]
 
@@ -109,11 +136,13 @@ def _rounds(plan):
 
 
 def test_refill_until_the_batch_is_full():
-    rollout, calls = _rounds([
-        [[1, 1], [1, 0], [0, 0]],  # 1 informative
-        [[0, 0], [0, 1], [1, 0]],  # 2 informative: the batch of 2 fills with the first of them
-        [[1, 0]],
-    ])
+    rollout, calls = _rounds(
+        [
+            [[1, 1], [1, 0], [0, 0]],  # 1 informative
+            [[0, 0], [0, 1], [1, 0]],  # 2 informative: the batch of 2 fills with the first of them
+            [[1, 0]],
+        ]
+    )
     batch = sample_with_refill(rollout, groups_needed=2, max_rounds=3, dynamic=True)
     assert calls == [0, 1]
     assert [t.group_id for t in batch.train] == ["r0g1", "r0g1", "r1g1", "r1g1"]

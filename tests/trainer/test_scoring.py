@@ -10,7 +10,9 @@ from agentic_rl.types import StopReason, Trajectory
 
 
 def _traj(ids, mask, logprobs) -> Trajectory:
-    return Trajectory("x-v0", 0, "g", "t", (), (), tuple(ids), tuple(mask), tuple(logprobs), StopReason.TERMINATED)
+    return Trajectory(
+        "x-v0", 0, "g", "t", (), (), tuple(ids), tuple(mask), tuple(logprobs), StopReason.TERMINATED
+    )
 
 
 def test_pack_by_hand():
@@ -34,27 +36,53 @@ def test_pack_errors():
 
 
 def _segmented(ids, mask, logprobs, starts, tid="s") -> Trajectory:
-    return Trajectory("x-v0", 0, "g", tid, (), (), tuple(ids), tuple(mask), tuple(logprobs), StopReason.TERMINATED,
-                      segment_starts=tuple(starts))
+    return Trajectory(
+        "x-v0",
+        0,
+        "g",
+        tid,
+        (),
+        (),
+        tuple(ids),
+        tuple(mask),
+        tuple(logprobs),
+        StopReason.TERMINATED,
+        segment_starts=tuple(starts),
+    )
 
 
 def test_pack_segments_by_hand():
     # segment 0 = [5, 6, 7] (7 sampled), segment 1 = [8, 9, 10, 11] (prompt 8, 9; sampled 10, 11)
-    a = _segmented([5, 6, 7, 8, 9, 10, 11], [0, 0, 1, 0, 0, 1, 1], [0.0, 0.0, -0.1, 0.0, 0.0, -0.2, -0.3], [0, 3])
+    a = _segmented(
+        [5, 6, 7, 8, 9, 10, 11],
+        [0, 0, 1, 0, 0, 1, 1],
+        [0.0, 0.0, -0.1, 0.0, 0.0, -0.2, -0.3],
+        [0, 3],
+    )
     b = _traj([12, 13, 14], [0, 1, 1], [0.0, -0.4, -0.5])  # one segment: its own row
     batch = pack([a, b])
     # the trajectory layout is what it was without segments
     assert batch.input_ids.tolist() == [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14, 0, 0, 0, 0]]
-    assert batch.target_mask.tolist() == [[False, True, False, False, True, True], [True, True] + [False] * 4]
+    assert batch.target_mask.tolist() == [
+        [False, True, False, False, True, True],
+        [True, True] + [False] * 4,
+    ]
     assert batch.rows.tolist() == [0, 0, 0, 1, 1]
     assert torch.allclose(batch.old_logprobs, torch.tensor([-0.1, -0.2, -0.3, -0.4, -0.5]))
     # the model reads one row per segment, each from its own start
     seg = batch.segments
     assert seg.input_ids.tolist() == [[5, 6, 7, 0], [8, 9, 10, 11], [12, 13, 14, 0]]
     assert seg.attention_mask.tolist() == [[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 0]]
-    assert seg.target_mask.tolist() == [[False, True, False], [False, True, True], [True, True, False]]
+    assert seg.target_mask.tolist() == [
+        [False, True, False],
+        [False, True, True],
+        [True, True, False],
+    ]
     # row-major, the segment rows' targets are the trajectory layout's targets in the same order
-    assert seg.input_ids[:, 1:][seg.target_mask].tolist() == batch.input_ids[:, 1:][batch.target_mask].tolist()
+    assert (
+        seg.input_ids[:, 1:][seg.target_mask].tolist()
+        == batch.input_ids[:, 1:][batch.target_mask].tolist()
+    )
 
 
 def test_pack_without_segments_is_unchanged():
@@ -79,17 +107,25 @@ def test_score_of_segments_equals_scoring_each_segment_alone(tiny_model_dir):
     model = load_model(tiny_model_dir).eval()
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(3, 49152, (40,), generator=g).tolist()
-    mask = [0] * 8 + [1] * 6 + [0] * 10 + [1] * 4 + [0] * 5 + [1] * 7  # segments start at 0, 14 and 28
+    mask = (
+        [0] * 8 + [1] * 6 + [0] * 10 + [1] * 4 + [0] * 5 + [1] * 7
+    )  # segments start at 0, 14 and 28
     t = _segmented(ids, mask, [0.0] * 40, [0, 14, 28])
-    alone = [_segmented(ids[a:b], mask[a:b], [0.0] * (b - a), [0], tid=f"p{a}") for a, b in t.segments]
+    alone = [
+        _segmented(ids[a:b], mask[a:b], [0.0] * (b - a), [0], tid=f"p{a}") for a, b in t.segments
+    ]
     with torch.no_grad():
         segmented = score(model, pack([t]))[0]
         separately = score(model, pack(alone))[0]
         as_one = score(model, pack([_segmented(ids, mask, [0.0] * 40, [0])]))[0]
     assert segmented.shape == (17,)  # 6 + 4 + 7 sampled tokens
     assert torch.allclose(segmented, separately, atol=1e-5)
-    assert not torch.allclose(segmented[6:], as_one[6:], atol=1e-3)  # later segments see no earlier tokens
-    assert torch.allclose(segmented[:6], as_one[:6], atol=1e-5)  # the first segment is the same either way
+    assert not torch.allclose(
+        segmented[6:], as_one[6:], atol=1e-3
+    )  # later segments see no earlier tokens
+    assert torch.allclose(
+        segmented[:6], as_one[:6], atol=1e-5
+    )  # the first segment is the same either way
 
 
 def test_entropy_over_more_rows_than_one_chunk_matches_the_full_softmax(tiny_model_dir):
@@ -109,4 +145,6 @@ def test_entropy_over_more_rows_than_one_chunk_matches_the_full_softmax(tiny_mod
     expected = -(logp.exp() * logp).sum(-1)
     assert entropy.shape == logprobs.shape == (n,)
     assert torch.allclose(entropy, expected, atol=1e-4)
-    assert torch.allclose(logprobs, logp.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0], atol=1e-4)
+    assert torch.allclose(
+        logprobs, logp.gather(-1, torch.tensor(ids[1:])[:, None])[:, 0], atol=1e-4
+    )

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from agentic_rl.trainer.stats import Interval, paired_bootstrap, pooled_paired_bootstrap, wilson_interval
+from agentic_rl.trainer.stats import (
+    Interval,
+    paired_bootstrap,
+    pooled_paired_bootstrap,
+    wilson_interval,
+)
 
 
 def test_wilson_by_hand():
@@ -82,7 +87,9 @@ def test_pooled_bootstrap_averages_runs():
     assert pooled == Interval(0.5, 0.5, 0.5)
     # with one run it is the paired bootstrap itself (same generator draws)
     one = ([0, 1, 0, 1, 0], [1, 1, 0, 0, 1])
-    assert pooled_paired_bootstrap([one], resamples=500, seed=3) == paired_bootstrap(*one, resamples=500, seed=3)
+    assert pooled_paired_bootstrap([one], resamples=500, seed=3) == paired_bootstrap(
+        *one, resamples=500, seed=3
+    )
     # averaging two runs' noise narrows the interval relative to either run
     wide = paired_bootstrap(*one, seed=3)
     narrow = pooled_paired_bootstrap([one, one], seed=3)

@@ -11,8 +11,17 @@ from agentic_rl.trainer.tracking import run_metrics_log, scalars
 
 
 def test_scalars_drop_index_keys_and_non_numbers():
-    row = {"phase": "rl", "step": 3, "rl_step": 3, "tag": "x", "rollout/success": 0.5, "train/kl": 1,
-           "flag": True, "text": "no", "bad": math.nan}
+    row = {
+        "phase": "rl",
+        "step": 3,
+        "rl_step": 3,
+        "tag": "x",
+        "rollout/success": 0.5,
+        "train/kl": 1,
+        "flag": True,
+        "text": "no",
+        "bad": math.nan,
+    }
     assert scalars(row) == {"rollout/success": 0.5, "train/kl": 1.0}
     assert scalars({"phase": "warmup", "step": 1, "train/loss": 2.0}) == {"warmup/train/loss": 2.0}
 
@@ -41,8 +50,11 @@ def test_tensorboard_can_be_off(tmp_path):
     assert not (tmp_path / "tb").exists() and len(log.rows()) == 1
 
 
-ROWS = [{"phase": "warmup", "step": 1, "train/loss": 2.5},
-        {"phase": "rl", "step": 1, "train/loss": 0.25}, {"phase": "rl", "step": 2, "train/loss": 0.125}]
+ROWS = [
+    {"phase": "warmup", "step": 1, "train/loss": 2.5},
+    {"phase": "rl", "step": 1, "train/loss": 0.25},
+    {"phase": "rl", "step": 2, "train/loss": 0.125},
+]
 
 
 def test_offline_wandb_run(tmp_path, monkeypatch):
@@ -74,5 +86,9 @@ def test_mlflow_file_store(tmp_path):
     client = MlflowClient(tracking_uri=(tmp_path / "mlruns").resolve().as_uri())
     [run] = client.search_runs([client.get_experiment_by_name("agentic-rl").experiment_id])
     assert run.info.status == "FINISHED" and run.info.run_name == tmp_path.name
-    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "train/loss")] == [(1, 0.25), (2, 0.125)]
-    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "warmup/train/loss")] == [(1, 2.5)]
+    assert [
+        (m.step, m.value) for m in client.get_metric_history(run.info.run_id, "train/loss")
+    ] == [(1, 0.25), (2, 0.125)]
+    assert [
+        (m.step, m.value) for m in client.get_metric_history(run.info.run_id, "warmup/train/loss")
+    ] == [(1, 2.5)]

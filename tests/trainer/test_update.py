@@ -21,7 +21,9 @@ def _traj(ids, n_ctx: int, logprobs=None, tid: str = "t") -> Trajectory:
     ids = tuple(int(i) for i in ids)
     mask = (0,) * n_ctx + (1,) * (len(ids) - n_ctx)
     logprobs = tuple(logprobs) if logprobs is not None else (0.0,) * len(ids)
-    return Trajectory("x-v0", 0, "g", tid, (), (), ids, mask, logprobs, StopReason.TERMINATED, reward=0.0)
+    return Trajectory(
+        "x-v0", 0, "g", tid, (), (), ids, mask, logprobs, StopReason.TERMINATED, reward=0.0
+    )
 
 
 def _random_trajs(lengths_ctx: list[tuple[int, int]], seed: int = 0) -> list[Trajectory]:
@@ -33,7 +35,9 @@ def _random_trajs(lengths_ctx: list[tuple[int, int]], seed: int = 0) -> list[Tra
     return out
 
 
-def _with_current_logprobs(model, trajs: list[Trajectory], shift: list[float] | None = None) -> list[Trajectory]:
+def _with_current_logprobs(
+    model, trajs: list[Trajectory], shift: list[float] | None = None
+) -> list[Trajectory]:
     """Set each trajectory's old logprobs to the model's own (plus an optional per-trajectory shift)."""
     out = []
     for k, t in enumerate(trajs):
@@ -60,7 +64,9 @@ def model(tiny_model_dir):
 def test_sft_lowers_the_loss_on_a_fixed_batch(model):
     demos = _random_trajs([(24, 12), (18, 6)])
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    losses = [sft_update(model, optimizer, demos, micro_batch_size=2)["train/loss"] for _ in range(6)]
+    losses = [
+        sft_update(model, optimizer, demos, micro_batch_size=2)["train/loss"] for _ in range(6)
+    ]
     # a random model starts near ln(49152) = 10.8 nats per token
     assert abs(losses[0] - math.log(VOCAB)) < 1.0
     assert losses[-1] < losses[0] - 0.5
@@ -69,7 +75,9 @@ def test_sft_lowers_the_loss_on_a_fixed_batch(model):
 
 def test_sft_metrics(model):
     demos = _random_trajs([(20, 10), (15, 5)])
-    stats = sft_update(model, torch.optim.SGD(model.parameters(), lr=0.0), demos, micro_batch_size=1)
+    stats = sft_update(
+        model, torch.optim.SGD(model.parameters(), lr=0.0), demos, micro_batch_size=1
+    )
     assert stats["train/tokens"] == 20.0  # 10 + 10 generated tokens
     with torch.no_grad():
         nll = -torch.cat([score(model, pack([d]))[0] for d in demos]).mean()
@@ -79,7 +87,12 @@ def test_sft_metrics(model):
 
 def test_sft_rejects_demos_without_trained_tokens(model):
     with pytest.raises(ValueError, match="no trained tokens"):
-        sft_update(model, torch.optim.SGD(model.parameters(), lr=0.1), [_traj(range(3, 10), 7)], micro_batch_size=1)
+        sft_update(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            [_traj(range(3, 10), 7)],
+            micro_batch_size=1,
+        )
 
 
 def test_policy_gradient_metrics_by_hand(model):
@@ -87,8 +100,13 @@ def test_policy_gradient_metrics_by_hand(model):
     6 tokens with A = +1 and 10 with A = -1 give L = (-6 + 10) / 16 = 0.25."""
     trajs = _with_current_logprobs(model, _random_trajs([(16, 10), (20, 10)]))
     before = _params(model)
-    stats = policy_gradient_update(model, torch.optim.AdamW(model.parameters(), lr=1e-3), trajs, [1.0, -1.0],
-                                   micro_batch_size=2)
+    stats = policy_gradient_update(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=1e-3),
+        trajs,
+        [1.0, -1.0],
+        micro_batch_size=2,
+    )
     assert stats["train/tokens"] == 16.0
     assert stats["train/loss"] == pytest.approx(0.25, abs=1e-5)
     assert stats["train/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
@@ -107,7 +125,9 @@ def test_zero_advantages_leave_weights_unchanged(model):
     trajs = _with_current_logprobs(model, _random_trajs([(16, 10), (20, 10)]), shift=[0.3, -0.3])
     before = _params(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
-    stats = policy_gradient_update(model, optimizer, trajs, [0.0, 0.0], micro_batch_size=1, kl_coef=0.0)
+    stats = policy_gradient_update(
+        model, optimizer, trajs, [0.0, 0.0], micro_batch_size=1, kl_coef=0.0
+    )
     assert stats["train/grad_norm"] == 0.0 and stats["train/loss"] == 0.0
     after = _params(model)
     assert all(torch.equal(before[k], after[k]) for k in before)
@@ -129,19 +149,27 @@ def test_micro_batch_size_does_not_change_the_policy_gradient_step(tiny_model_di
     #   traj 1: A = -0.5, rho = e^-0.3 = 0.74 < 0.8 -> clipped (20 tokens)
     #   traj 2: A = 0.25, rho = e^-0.1 = 0.90       -> not clipped (5 tokens)
     #   traj 3: A = 2,    rho = 1                   -> not clipped (20 tokens)
-    trajs = _with_current_logprobs(base, _random_trajs([(12, 6), (30, 10), (20, 15), (25, 5)]),
-                                   shift=[-0.3, 0.3, 0.1, 0.0])
+    trajs = _with_current_logprobs(
+        base, _random_trajs([(12, 6), (30, 10), (20, 15), (25, 5)]), shift=[-0.3, 0.3, 0.1, 0.0]
+    )
 
     def fn(model, opt, mbs):
-        return policy_gradient_update(model, opt, trajs, [1.0, -0.5, 0.25, 2.0], micro_batch_size=mbs,
-                                      max_grad_norm=0.0)
+        return policy_gradient_update(
+            model, opt, trajs, [1.0, -0.5, 0.25, 2.0], micro_batch_size=mbs, max_grad_norm=0.0
+        )
 
     upd1, stats1 = _sgd_step(tiny_model_dir, fn, 1)
     upd4, stats4 = _sgd_step(tiny_model_dir, fn, 4)
     assert max(float(u.abs().max()) for u in upd1.values()) > 1e-4  # a real update
     for k in upd1:
         torch.testing.assert_close(upd1[k], upd4[k], atol=1e-5, rtol=0, msg=k)
-    for key in ("train/loss", "train/clip_fraction", "train/ratio_mean", "train/logprob_diff", "train/tokens"):
+    for key in (
+        "train/loss",
+        "train/clip_fraction",
+        "train/ratio_mean",
+        "train/logprob_diff",
+        "train/tokens",
+    ):
         assert stats1[key] == pytest.approx(stats4[key], abs=1e-5)
     assert stats1["train/tokens"] == 51.0  # 6 + 20 + 5 + 20
     assert stats1["train/clip_fraction"] == pytest.approx(26 / 51, abs=1e-6)
@@ -149,7 +177,9 @@ def test_micro_batch_size_does_not_change_the_policy_gradient_step(tiny_model_di
     expected = (6 * -1.2 + 20 * 0.4 + 5 * -(math.exp(-0.1) * 0.25) + 20 * -2.0) / 51
     assert stats1["train/loss"] == pytest.approx(expected, abs=1e-5)
     # |logp - old| = |shift|: (6 * 0.3 + 20 * 0.3 + 5 * 0.1) / 51
-    assert stats1["train/logprob_diff"] == pytest.approx((6 * 0.3 + 20 * 0.3 + 5 * 0.1) / 51, abs=1e-5)
+    assert stats1["train/logprob_diff"] == pytest.approx(
+        (6 * 0.3 + 20 * 0.3 + 5 * 0.1) / 51, abs=1e-5
+    )
 
 
 def test_micro_batch_size_does_not_change_the_sft_step(tiny_model_dir):
@@ -169,8 +199,9 @@ def test_clip_fraction_by_hand(model):
     """old = current - 0.3: rho = e^0.3 = 1.35 > 1.2 with A > 0 -> every token is clipped (zero gradient)."""
     trajs = _with_current_logprobs(model, _random_trajs([(16, 8)]), shift=[-0.3])
     before = _params(model)
-    stats = policy_gradient_update(model, torch.optim.SGD(model.parameters(), lr=1.0), trajs, [1.0],
-                                   micro_batch_size=1)
+    stats = policy_gradient_update(
+        model, torch.optim.SGD(model.parameters(), lr=1.0), trajs, [1.0], micro_batch_size=1
+    )
     assert stats["train/clip_fraction"] == pytest.approx(1.0)
     assert stats["train/ratio_mean"] == pytest.approx(math.exp(0.3), abs=1e-4)
     # L = -min(1.35 * 1, 1.2 * 1) = -1.2 per token; its gradient is 0
@@ -182,8 +213,15 @@ def test_clip_fraction_by_hand(model):
 def test_kl_to_an_identical_reference_is_zero(model):
     trajs = _with_current_logprobs(model, _random_trajs([(16, 10)]))
     ref = copy.deepcopy(model).eval()
-    stats = policy_gradient_update(model, torch.optim.SGD(model.parameters(), lr=0.0), trajs, [1.0],
-                                   micro_batch_size=1, kl_coef=0.1, ref_model=ref)
+    stats = policy_gradient_update(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.0),
+        trajs,
+        [1.0],
+        micro_batch_size=1,
+        kl_coef=0.1,
+        ref_model=ref,
+    )
     assert stats["train/kl"] == pytest.approx(0.0, abs=1e-6)
 
 
@@ -206,7 +244,9 @@ def test_the_recipe_optimizer_is_fused_adamw_with_the_same_update(tiny_model_dir
     def stepped(fused: bool) -> list[torch.Tensor]:
         model = load_model(tiny_model_dir)
         if fused:
-            run = SimpleNamespace(model=model, scale=SimpleNamespace(ctx=SimpleNamespace(distributed=False)))
+            run = SimpleNamespace(
+                model=model, scale=SimpleNamespace(ctx=SimpleNamespace(distributed=False))
+            )
             opt = make_optimizer(run, lr=1e-3, weight_decay=0.01)
             assert isinstance(opt, torch.optim.AdamW) and opt.param_groups[0]["fused"] is True
         else:
@@ -235,11 +275,17 @@ def test_fast_sampler_samples_from_the_weights_after_a_recipe_optimizer_step(tin
     from agentic_rl.trainer.optim import make_optimizer
 
     model = load_model(tiny_model_dir)
-    run = SimpleNamespace(model=model, scale=SimpleNamespace(ctx=SimpleNamespace(distributed=False)))
+    run = SimpleNamespace(
+        model=model, scale=SimpleNamespace(ctx=SimpleNamespace(distributed=False))
+    )
     opt = make_optimizer(run, lr=1e-2)
     assert opt.param_groups[0]["fused"] is True
-    reqs = [GenerationRequest(tuple(chat.encode(f"<|im_start|>user\nhi {i}<|im_end|>\n")), 6, sample_seed=i)
-            for i in range(2)]
+    reqs = [
+        GenerationRequest(
+            tuple(chat.encode(f"<|im_start|>user\nhi {i}<|im_end|>\n")), 6, sample_seed=i
+        )
+        for i in range(2)
+    ]
     sampling = SamplingParams(temperature=1.0)
     fast = FastPolicy(model, -1, 0)
     before = fast.generate(reqs, sampling)
@@ -247,7 +293,10 @@ def test_fast_sampler_samples_from_the_weights_after_a_recipe_optimizer_step(tin
     for p in model.parameters():
         p.grad = torch.randn(p.shape, generator=gen)
     opt.step()
-    after, reference = fast.generate(reqs, sampling), HFPolicy(model, -1, 0).generate(reqs, sampling)
+    after, reference = (
+        fast.generate(reqs, sampling),
+        HFPolicy(model, -1, 0).generate(reqs, sampling),
+    )
     for a, r, b in zip(after, reference, before):
         assert a.token_ids == r.token_ids
         assert max(abs(x - y) for x, y in zip(a.logprobs, r.logprobs)) < 1e-4
@@ -276,17 +325,27 @@ def test_micro_batch_tokens_do_not_change_the_policy_gradient_or_sft_step(tiny_m
     from agentic_rl.trainer.update import micro_batches
 
     base = load_model(tiny_model_dir)
-    trajs = _with_current_logprobs(base, _random_trajs([(12, 6), (30, 10), (20, 15), (25, 5)]),
-                                   shift=[-0.3, 0.3, 0.1, 0.0])
+    trajs = _with_current_logprobs(
+        base, _random_trajs([(12, 6), (30, 10), (20, 15), (25, 5)]), shift=[-0.3, 0.3, 0.1, 0.0]
+    )
     # a cap of 40 padded tokens: [12, 20] (2 × 20), [25], [30] -> three micro-batches
     assert micro_batches([len(t.token_ids) for t in trajs], 8, 40) == [[0, 2], [3], [1]]
 
     def pg(model, opt, tokens):
-        return policy_gradient_update(model, opt, trajs, [1.0, -0.5, 0.25, 2.0], micro_batch_size=8,
-                                      micro_batch_tokens=tokens, max_grad_norm=0.0)
+        return policy_gradient_update(
+            model,
+            opt,
+            trajs,
+            [1.0, -0.5, 0.25, 2.0],
+            micro_batch_size=8,
+            micro_batch_tokens=tokens,
+            max_grad_norm=0.0,
+        )
 
     def sft(model, opt, tokens):
-        return sft_update(model, opt, trajs, micro_batch_size=8, micro_batch_tokens=tokens, max_grad_norm=0.0)
+        return sft_update(
+            model, opt, trajs, micro_batch_size=8, micro_batch_tokens=tokens, max_grad_norm=0.0
+        )
 
     for fn in (pg, sft):
         whole, stats_whole = _sgd_step(tiny_model_dir, fn, 0)

@@ -15,10 +15,14 @@ from agentic_rl.trainer.update import CriticSetup, policy_gradient_update
 from agentic_rl.types import StopReason, Trajectory
 
 
-def _traj(length: int, mask: list[int], seed: int, tid: str, stop=StopReason.TERMINATED) -> Trajectory:
+def _traj(
+    length: int, mask: list[int], seed: int, tid: str, stop=StopReason.TERMINATED
+) -> Trajectory:
     g = torch.Generator().manual_seed(seed)
     ids = tuple(torch.randint(3, 49152, (length,), generator=g).tolist())
-    return Trajectory("x-v0", 0, "g", tid, (), (), ids, tuple(mask), (0.0,) * length, stop, reward=0.0)
+    return Trajectory(
+        "x-v0", 0, "g", tid, (), (), ids, tuple(mask), (0.0,) * length, stop, reward=0.0
+    )
 
 
 def _own_logprobs(model, trajs):
@@ -30,8 +34,21 @@ def _own_logprobs(model, trajs):
         full = list(t.logprobs)
         for i, v in zip([i for i, m in enumerate(t.loss_mask) if m and i > 0], lp.tolist()):
             full[i] = v
-        out.append(Trajectory(t.env_id, t.seed, t.group_id, t.trajectory_id, (), (), t.token_ids, t.loss_mask,
-                              tuple(full), t.stop_reason, reward=t.reward))
+        out.append(
+            Trajectory(
+                t.env_id,
+                t.seed,
+                t.group_id,
+                t.trajectory_id,
+                (),
+                (),
+                t.token_ids,
+                t.loss_mask,
+                tuple(full),
+                t.stop_reason,
+                reward=t.reward,
+            )
+        )
     return out
 
 
@@ -52,15 +69,29 @@ def _sgd(model):
     return torch.optim.SGD(model.parameters(), lr=0.0)
 
 
-@pytest.mark.parametrize("mode, constant, expected", [
-    # ρ = 1: per-token loss −A; a has 6 tokens with A = 1, b 10 tokens with A = −1
-    ("token-mean", None, (-6 + 10) / 16),          # every token weighs 1/16
-    ("seq-mean-token-mean", None, (-1 + 1) / 2),   # each sequence's token mean, then the mean
-    ("seq-mean-token-sum", 20.0, (-6 + 10) / (2 * 20)),  # sums over a constant C = 20, then the mean
-])
+@pytest.mark.parametrize(
+    "mode, constant, expected",
+    [
+        # ρ = 1: per-token loss −A; a has 6 tokens with A = 1, b 10 tokens with A = −1
+        ("token-mean", None, (-6 + 10) / 16),  # every token weighs 1/16
+        ("seq-mean-token-mean", None, (-1 + 1) / 2),  # each sequence's token mean, then the mean
+        (
+            "seq-mean-token-sum",
+            20.0,
+            (-6 + 10) / (2 * 20),
+        ),  # sums over a constant C = 20, then the mean
+    ],
+)
 def test_loss_aggregation_modes_by_hand(model, trajs, mode, constant, expected):
-    stats = policy_gradient_update(model, _sgd(model), trajs, [1.0, -1.0], micro_batch_size=1,
-                                   loss_agg=mode, loss_norm_constant=constant)
+    stats = policy_gradient_update(
+        model,
+        _sgd(model),
+        trajs,
+        [1.0, -1.0],
+        micro_batch_size=1,
+        loss_agg=mode,
+        loss_norm_constant=constant,
+    )
     assert stats["train/loss"] == pytest.approx(expected, abs=1e-5)
 
 
@@ -68,7 +99,9 @@ def test_token_level_advantages_are_used_as_given(model, trajs):
     # b: first span A = 2, second span A = −1 (the tool span in between is not trained)
     b_adv = [0.0] * 4 + [2.0] * 3 + [0.0] * 4 + [-1.0] * 7
     used = []
-    stats = policy_gradient_update(model, _sgd(model), trajs, [0.5, b_adv], micro_batch_size=2, advantages_out=used)
+    stats = policy_gradient_update(
+        model, _sgd(model), trajs, [0.5, b_adv], micro_batch_size=2, advantages_out=used
+    )
     assert used[0] == [0.0] * 10 + [0.5] * 6
     assert used[1] == b_adv
     # L = −(6*.5 + 3*2 − 7) / 16
@@ -85,8 +118,17 @@ def test_kl_as_a_reward_penalty(model, trajs):
             p.add_(0.05 * torch.randn_like(p))
     used = []
     beta = 0.5
-    stats = policy_gradient_update(model, _sgd(model), trajs[:1], [1.0], micro_batch_size=1, kl_coef=beta,
-                                   kl_mode="reward", ref_model=ref, advantages_out=used)
+    stats = policy_gradient_update(
+        model,
+        _sgd(model),
+        trajs[:1],
+        [1.0],
+        micro_batch_size=1,
+        kl_coef=beta,
+        kl_mode="reward",
+        ref_model=ref,
+        advantages_out=used,
+    )
     with torch.no_grad():
         lp, _ = score(model, pack(trajs[:1]))
         ref_lp, _ = score(ref, pack(trajs[:1]))
@@ -96,27 +138,52 @@ def test_kl_as_a_reward_penalty(model, trajs):
     assert torch.allclose(torch.tensor(used[0][10:]), expected, atol=1e-5)
     assert stats["train/kl"] == pytest.approx(float(k3.mean()), abs=1e-6)
     with pytest.raises(ValueError, match="kl_mode"):
-        policy_gradient_update(model, _sgd(model), trajs, [1.0, 1.0], micro_batch_size=1, kl_mode="both")
+        policy_gradient_update(
+            model, _sgd(model), trajs, [1.0, 1.0], micro_batch_size=1, kl_mode="both"
+        )
 
 
 def test_critic_gae_from_a_zero_value_head(model, trajs):
     """V ≡ 0 at the start: with γ = λ = 1 every trained token's advantage is its return; b's reward 3
     sits on its last token, a's 1 on its last; b is truncated (bootstrap V_last = 0 here).
     Value loss = ½ · mean over the 16 tokens of R² = ½ (6·1 + 10·9) / 16 = 3."""
-    trajs = [trajs[0], Trajectory(*[getattr(trajs[1], f) for f in ("env_id", "seed", "group_id", "trajectory_id",
-                                                                   "messages", "turns", "token_ids", "loss_mask",
-                                                                   "logprobs")], StopReason.MAX_TURNS, reward=3.0)]
+    trajs = [
+        trajs[0],
+        Trajectory(
+            *[
+                getattr(trajs[1], f)
+                for f in (
+                    "env_id",
+                    "seed",
+                    "group_id",
+                    "trajectory_id",
+                    "messages",
+                    "turns",
+                    "token_ids",
+                    "loss_mask",
+                    "logprobs",
+                )
+            ],
+            StopReason.MAX_TURNS,
+            reward=3.0,
+        ),
+    ]
     rewards = [[0.0] * 15 + [1.0], [0.0] * 17 + [3.0]]
     critic_model = ValueModel(hidden_size(model), lr=1e-2)
-    critic = CriticSetup(critic_model.head, critic_model.optimizer, rewards, gamma=1.0, lam=1.0, clip_eps=None)
+    critic = CriticSetup(
+        critic_model.head, critic_model.optimizer, rewards, gamma=1.0, lam=1.0, clip_eps=None
+    )
     used = []
-    stats = policy_gradient_update(model, _sgd(model), trajs, None, micro_batch_size=1, critic=critic,
-                                   advantages_out=used)
+    stats = policy_gradient_update(
+        model, _sgd(model), trajs, None, micro_batch_size=1, critic=critic, advantages_out=used
+    )
     assert used[0] == [0.0] * 10 + [1.0] * 6
     assert used[1] == [0.0] * 4 + [3.0] * 3 + [0.0] * 4 + [3.0] * 7
     assert stats["train/value_loss"] == pytest.approx(3.0, abs=1e-5)
     assert stats["train/value_mean"] == 0.0
-    assert critic_model.head.linear.bias.item() == pytest.approx(1e-2, abs=1e-6)  # Adam's first step: lr·sign
+    assert critic_model.head.linear.bias.item() == pytest.approx(
+        1e-2, abs=1e-6
+    )  # Adam's first step: lr·sign
     with pytest.raises(ValueError, match="advantages or a critic"):
         policy_gradient_update(model, _sgd(model), trajs, None, micro_batch_size=1)
 
@@ -132,8 +199,15 @@ def test_critic_update_does_not_depend_on_the_micro_batch_size(tiny_model_dir, t
             head.head.linear.weight.normal_()  # non-zero values so GAE uses them
         before = {k: v.detach().clone() for k, v in model.named_parameters()}
         critic = CriticSetup(head.head, head.optimizer, rewards, gamma=0.9, lam=0.8)
-        policy_gradient_update(model, torch.optim.SGD(model.parameters(), lr=1.0), trajs, None,
-                               micro_batch_size=mbs, critic=critic, max_grad_norm=0.0)
+        policy_gradient_update(
+            model,
+            torch.optim.SGD(model.parameters(), lr=1.0),
+            trajs,
+            None,
+            micro_batch_size=mbs,
+            critic=critic,
+            max_grad_norm=0.0,
+        )
         updates.append({k: v.detach() - before[k] for k, v in model.named_parameters()})
     assert max(float(u.abs().max()) for u in updates[0].values()) > 1e-5
     for k in updates[0]:
@@ -146,11 +220,23 @@ def test_later_epoch_clips_the_value_loss_around_old_values(model, trajs):
     loss ½·.64 = .32 on every token, all clipped, and the head gets no gradient (clamp saturated)."""
     head = ValueModel(hidden_size(model), lr=1.0)
     old = [[-1.0] * len(t.token_ids) for t in trajs]
-    critic = CriticSetup(head.head, head.optimizer, [[0.0] * len(t.token_ids) for t in trajs], clip_eps=0.2,
-                         old_values=old)
+    critic = CriticSetup(
+        head.head,
+        head.optimizer,
+        [[0.0] * len(t.token_ids) for t in trajs],
+        clip_eps=0.2,
+        old_values=old,
+    )
     used = []
-    stats = policy_gradient_update(model, _sgd(model), trajs, [1.0, 1.0], micro_batch_size=2, critic=critic,
-                                   advantages_out=used)
+    stats = policy_gradient_update(
+        model,
+        _sgd(model),
+        trajs,
+        [1.0, 1.0],
+        micro_batch_size=2,
+        critic=critic,
+        advantages_out=used,
+    )
     assert stats["train/value_loss"] == pytest.approx(0.32, abs=1e-6)
     assert stats["train/value_clip_fraction"] == pytest.approx(1.0)
     assert head.head.linear.bias.item() == 0.0 and used[0][10:] == [1.0] * 6

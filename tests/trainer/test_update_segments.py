@@ -20,14 +20,24 @@ from agentic_rl.trainer.update import policy_gradient_update, sft_update
 def model(tiny_model_dir, chat):
     from tests.tiny_eos import bias_toward_eos
 
-    return bias_toward_eos(load_model(tiny_model_dir), chat.eos_token_id)  # replies end: the env answers them
+    return bias_toward_eos(
+        load_model(tiny_model_dir), chat.eos_token_id
+    )  # replies end: the env answers them
 
 
 @pytest.fixture()
 def trajectories(model, chat):
     cfg = RolloutConfig(max_turns=4, max_new_tokens=6, temperature=1.0)
     envs = [make("memory-recall-v0") for _ in range(3)]
-    out = run_episodes(HFPolicy(model, chat.eos_token_id, 0), chat, envs, [0, 1, 2], ["a", "b", "c"], cfg, sample_seed=5)
+    out = run_episodes(
+        HFPolicy(model, chat.eos_token_id, 0),
+        chat,
+        envs,
+        [0, 1, 2],
+        ["a", "b", "c"],
+        cfg,
+        sample_seed=5,
+    )
     for env in envs:
         env.close()
     assert all(len(t.segment_starts) == 2 for t in out)
@@ -38,8 +48,14 @@ def test_policy_gradient_on_segments_has_the_right_masks_and_ratios(model, traje
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
     advantages = [1.0, -1.0, 0.5]
     used: list = []
-    stats = policy_gradient_update(model, torch.optim.SGD(model.parameters(), lr=1e-2), trajectories, advantages,
-                                   micro_batch_size=2, advantages_out=used)
+    stats = policy_gradient_update(
+        model,
+        torch.optim.SGD(model.parameters(), lr=1e-2),
+        trajectories,
+        advantages,
+        micro_batch_size=2,
+        advantages_out=used,
+    )
     sampled = sum(sum(t.loss_mask[1:]) for t in trajectories)
     assert stats["train/tokens"] == float(sampled)
     # the recorded logprobs are the trainer's own, segment by segment: ratio 1, nothing clipped
@@ -54,7 +70,9 @@ def test_policy_gradient_on_segments_has_the_right_masks_and_ratios(model, traje
 
 
 def test_sft_on_segments_runs_and_counts_every_sampled_token(model, trajectories):
-    stats = sft_update(model, torch.optim.SGD(model.parameters(), lr=0.0), trajectories, micro_batch_size=3)
+    stats = sft_update(
+        model, torch.optim.SGD(model.parameters(), lr=0.0), trajectories, micro_batch_size=3
+    )
     assert stats["train/tokens"] == float(sum(sum(t.loss_mask[1:]) for t in trajectories))
     # recorded logprobs are exact, so the SFT loss is minus their mean
     recorded = [lp for t in trajectories for lp, m in zip(t.logprobs[1:], t.loss_mask[1:]) if m]
@@ -70,8 +88,14 @@ def test_critic_gae_runs_over_every_segment_of_a_trajectory(model, trajectories)
     rewards = [[0.0] * (len(t.token_ids) - 1) + [1.0] for t in trajectories]
     head = ValueModel(hidden_size(model), lr=1e-2)
     used: list = []
-    policy_gradient_update(model, torch.optim.SGD(model.parameters(), lr=0.0), trajectories, None, micro_batch_size=2,
-                           critic=CriticSetup(head.head, head.optimizer, rewards, gamma=1.0, lam=1.0),
-                           advantages_out=used)
+    policy_gradient_update(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.0),
+        trajectories,
+        None,
+        micro_batch_size=2,
+        critic=CriticSetup(head.head, head.optimizer, rewards, gamma=1.0, lam=1.0),
+        advantages_out=used,
+    )
     for t, row in zip(trajectories, used):
         assert row == [1.0 if m and i > 0 else 0.0 for i, m in enumerate(t.loss_mask)]

@@ -21,13 +21,26 @@ def _json_out(capsys, argv):
 
 def test_replay_recorded_run_zero_divergences(recorded_run, capsys):
     for record in open_run_store(recorded_run).read():
-        rc, out = _json_out(capsys, ["replay", str(recorded_run), "--trajectory", record["trajectory_id"], "--json",
-                                     "--rescore"])
+        rc, out = _json_out(
+            capsys,
+            [
+                "replay",
+                str(recorded_run),
+                "--trajectory",
+                record["trajectory_id"],
+                "--json",
+                "--rescore",
+            ],
+        )
         assert rc == 0 and out["first_divergent_turn"] is None and out["divergences"] == []
         assert out["turns_replayed"] == out["turns"] == 2
-        assert out["rescore"]["changed"] == [] and out["rescore"]["reward_now"] == pytest.approx(record["reward"])
+        assert out["rescore"]["changed"] == [] and out["rescore"]["reward_now"] == pytest.approx(
+            record["reward"]
+        )
     tid = record["trajectory_id"]
-    assert main(["replay", str(recorded_run), "--trajectory", tid[:10]]) == 0  # unique prefix, table output
+    assert (
+        main(["replay", str(recorded_run), "--trajectory", tid[:10]]) == 0
+    )  # unique prefix, table output
     assert "0 divergences" in capsys.readouterr().out
 
 
@@ -37,20 +50,41 @@ def test_replay_flaky_env_reports_first_divergent_turn(tmp_path, chat, capsys):
     traj = _record_flaky(chat)
     traj = traj.__class__(**{**traj.__dict__, "env_id": "test-flaky-v0"})
     TrajectoryStore(tmp_path / "trajectories").append([trajectory_to_record(traj, env_kwargs={})])
-    rc, out = _json_out(capsys, ["replay", str(tmp_path), "--trajectory", traj.trajectory_id, "--json"])
-    assert rc == 1 and out["first_divergent_turn"] == 1 and out["divergences"][0]["what"] == "observation"
+    rc, out = _json_out(
+        capsys, ["replay", str(tmp_path), "--trajectory", traj.trajectory_id, "--json"]
+    )
+    assert (
+        rc == 1
+        and out["first_divergent_turn"] == 1
+        and out["divergences"][0]["what"] == "observation"
+    )
     assert main(["replay", str(tmp_path), "--trajectory", traj.trajectory_id]) == 1
     assert "first divergence at turn 1" in capsys.readouterr().out
 
 
 def test_replay_logprob_drift_under_a_model(recorded_run, tiny_model_dir, capsys):
     tid = next(open_run_store(recorded_run).read(phase="rl"))["trajectory_id"]
-    rc, out = _json_out(capsys, ["replay", str(recorded_run), "--trajectory", tid, "--json",
-                                 "--logprobs", str(tiny_model_dir)])
+    rc, out = _json_out(
+        capsys,
+        [
+            "replay",
+            str(recorded_run),
+            "--trajectory",
+            tid,
+            "--json",
+            "--logprobs",
+            str(tiny_model_dir),
+        ],
+    )
     lp = out["logprobs"]
     # the recording is scripted (logprob 0 = probability 1); a random tiny Llama spreads its mass
     # over 49,152 ids, so every sampled token's logprob is far below 0
-    assert rc == 0 and lp["num_tokens"] > 10 and lp["max_abs"] >= lp["mean_abs"] > 5.0 and lp["mean_diff"] < 0
+    assert (
+        rc == 0
+        and lp["num_tokens"] > 10
+        and lp["max_abs"] >= lp["mean_abs"] > 5.0
+        and lp["mean_diff"] < 0
+    )
 
 
 def test_replay_errors(recorded_run, tmp_path, capsys):
@@ -65,8 +99,14 @@ def test_view_writes_self_contained_page(recorded_run, tmp_path, capsys):
     assert main(["view", str(recorded_run), "--out", str(out), "--no-tokens", "--phase", "rl"]) == 0
     page = out.read_text()
     assert "4 trajectories" in capsys.readouterr().out
-    assert "http://" not in page.replace("http://127.0.0.1", "") and "<script src" not in page and "<link" not in page
-    data = json.loads(page.split('<script id="data" type="application/json">')[1].split("</script>")[0])
+    assert (
+        "http://" not in page.replace("http://127.0.0.1", "")
+        and "<script src" not in page
+        and "<link" not in page
+    )
+    data = json.loads(
+        page.split('<script id="data" type="application/json">')[1].split("</script>")[0]
+    )
     assert len(data["trajectories"]) == 4 and {t["phase"] for t in data["trajectories"]} == {"rl"}
 
 
@@ -75,7 +115,9 @@ def test_export_is_loadable_by_hf_datasets(recorded_run, tmp_path, capsys):
     assert main(["export", str(recorded_run), "--out", str(tmp_path / "all")]) == 0
     assert main(["export", str(recorded_run), "--out", str(tmp_path / "ok"), "--only-success"]) == 0
     assert "wrote" in capsys.readouterr().out
-    full = datasets.load_dataset("parquet", data_files=str(tmp_path / "all" / "data" / "*.parquet"), split="train")
+    full = datasets.load_dataset(
+        "parquet", data_files=str(tmp_path / "all" / "data" / "*.parquet"), split="train"
+    )
     ok = datasets.load_dataset(str(tmp_path / "ok"), split="train")
     assert len(full) == 6 and len(ok) == 4  # one scripted wrong answer in each shard
     assert all(ok["success"]) and not all(full["success"])
@@ -84,8 +126,13 @@ def test_export_is_loadable_by_hf_datasets(recorded_run, tmp_path, capsys):
     assert len(row["input_ids"]) == len(row["loss_mask"]) == len(row["logprobs"])
     assert row["reward/correct_answer"] == 1.0
     rl = [r for r in ok if r["phase"] == "rl"]
-    assert all(a == (0.5 if m else 0.0) for r in rl for a, m in zip(r["advantages"], r["loss_mask"]))
-    assert main(["export", str(recorded_run), "--out", str(tmp_path / "none"), "--min-reward", "99"]) == 2
+    assert all(
+        a == (0.5 if m else 0.0) for r in rl for a, m in zip(r["advantages"], r["loss_mask"])
+    )
+    assert (
+        main(["export", str(recorded_run), "--out", str(tmp_path / "none"), "--min-reward", "99"])
+        == 2
+    )
     assert "nothing to export" in capsys.readouterr().err
 
 
@@ -104,12 +151,19 @@ def test_compare_two_runs(recorded_run, tmp_path, capsys):
         s.append([{**r, "tag": "final"} for r in records])
     rc, rows = _json_out(capsys, ["compare", str(mine), str(other), "--json"])
     by = {r["metric"]: r for r in rows}
-    assert rc == 0 and by["episodes"]["a"] == 2 and by["episodes"]["b"] == 1 and by["episodes"]["diff"] == -1
+    assert (
+        rc == 0
+        and by["episodes"]["a"] == 2
+        and by["episodes"]["b"] == 1
+        and by["episodes"]["diff"] == -1
+    )
     # A: the eval shard's second episode answers wrong (0.5); B dropped it (1.0)
     assert (by["success"]["a"], by["success"]["b"], by["success"]["diff"]) == (0.5, 1.0, 0.5)
     assert "cost/generated_tokens" in by and by["stop_reasons/terminated"]["diff"] == -1
     assert main(["compare", str(mine), str(tmp_path / "missing")]) == 2
-    assert main(["compare", str(recorded_run), str(mine)]) == 2  # no final evaluation in the original
+    assert (
+        main(["compare", str(recorded_run), str(mine)]) == 2
+    )  # no final evaluation in the original
 
 
 def test_view_serve_on_localhost(recorded_run, tmp_path):
@@ -123,17 +177,35 @@ def test_view_serve_on_localhost(recorded_run, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = tmp_path / "served.html"
-    proc = subprocess.Popen([sys.executable, "-m", "agentic_rl.cli", "view", str(recorded_run), "--out", str(out),
-                             "--no-tokens", "--serve", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agentic_rl.cli",
+            "view",
+            str(recorded_run),
+            "--out",
+            str(out),
+            "--no-tokens",
+            "--serve",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/served.html", timeout=5) as resp:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/served.html", timeout=5
+                ) as resp:
                     body = resp.read().decode()
                 break
             except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read().decode()
+                assert proc.poll() is None and time.monotonic() < deadline, (
+                    proc.stdout.read().decode()
+                )
                 time.sleep(0.2)
     finally:
         proc.terminate()
@@ -144,13 +216,30 @@ def test_view_serve_on_localhost(recorded_run, tmp_path):
 def test_replay_whole_run_and_filters(recorded_run, capsys):
     """No --trajectory: every trajectory of the run (or those matching the filters) is replayed."""
     rc, out = _json_out(capsys, ["replay", str(recorded_run), "--json", "--rescore"])
-    assert rc == 0 and out["trajectories"] == 6 and out["diverged"] == 0 and out["divergent_trajectory_ids"] == []
+    assert (
+        rc == 0
+        and out["trajectories"] == 6
+        and out["diverged"] == 0
+        and out["divergent_trajectory_ids"] == []
+    )
     assert out["turns"] == out["turns_replayed"] == 12 and out["rewards_changed"] == 0
     assert {r["phase"] for r in out["results"]} == {"rl", "eval"}
     rc, out = _json_out(capsys, ["replay", str(recorded_run), "--json", "--phase", "eval"])
     assert rc == 0 and out["trajectories"] == 2 and {r["phase"] for r in out["results"]} == {"eval"}
-    rc, out = _json_out(capsys, ["replay", str(recorded_run), "--json", "--step", "1", "--env", "calculator-v0",
-                                 "--limit", "3"])
+    rc, out = _json_out(
+        capsys,
+        [
+            "replay",
+            str(recorded_run),
+            "--json",
+            "--step",
+            "1",
+            "--env",
+            "calculator-v0",
+            "--limit",
+            "3",
+        ],
+    )
     assert rc == 0 and out["trajectories"] == 3
     assert main(["replay", str(recorded_run)]) == 0
     assert "replayed 6 trajectories (12 of 12 turns): 0 diverged" in capsys.readouterr().out
@@ -166,12 +255,19 @@ def test_replay_whole_run_summarises_divergences_and_exits_1(tmp_path, chat, rec
     store.append([trajectory_to_record(flaky, env_kwargs={}, phase="rl", step=3)])
     rc, out = _json_out(capsys, ["replay", str(tmp_path), "--json"])
     assert rc == 1 and out["trajectories"] == 3 and out["diverged"] == 1
-    assert out["divergent_trajectory_ids"] == [flaky.trajectory_id] and out["divergences_by_kind"] == {"observation": 1}
+    assert out["divergent_trajectory_ids"] == [flaky.trajectory_id] and out[
+        "divergences_by_kind"
+    ] == {"observation": 1}
     assert main(["replay", str(tmp_path)]) == 1
     text = capsys.readouterr().out
-    assert f"DIVERGED {flaky.trajectory_id} (test-flaky-v0, seed 7, rl step 3): turn 1: observation" in text
+    assert (
+        f"DIVERGED {flaky.trajectory_id} (test-flaky-v0, seed 7, rl step 3): turn 1: observation"
+        in text
+    )
     assert "replayed 3 trajectories" in text and "1 diverged (observation 1)" in text
-    assert main(["replay", str(tmp_path), "--phase", "eval"]) == 0  # the filter leaves out the flaky one
+    assert (
+        main(["replay", str(tmp_path), "--phase", "eval"]) == 0
+    )  # the filter leaves out the flaky one
 
 
 def test_replay_whole_run_errors(recorded_run, capsys):

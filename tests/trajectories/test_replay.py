@@ -40,13 +40,22 @@ def _record_flaky(chat):
 
     env = FlakyEnv()
     env.env_id = "flaky-v0"
-    [traj] = run_episodes(ScriptedPolicy(chat, lambda i, c: "step"), chat, [env], [7], ["g"], RolloutConfig(max_turns=5))
+    [traj] = run_episodes(
+        ScriptedPolicy(chat, lambda i, c: "step"),
+        chat,
+        [env],
+        [7],
+        ["g"],
+        RolloutConfig(max_turns=5),
+    )
     return traj
 
 
 def test_recorded_calculator_run_replays_without_divergence(recorded_run):
     trajectories = list(open_run_store(recorded_run).read_trajectories())
-    assert len(trajectories) == 6 and all(len(t.turns) == 2 for t in trajectories)  # call, then answer
+    assert len(trajectories) == 6 and all(
+        len(t.turns) == 2 for t in trajectories
+    )  # call, then answer
     for traj in trajectories:
         result = replay(traj, make(traj.env_id))
         assert result.divergences == () and result.first_divergent_turn is None
@@ -60,12 +69,18 @@ def test_non_deterministic_env_reports_first_divergent_turn(chat):
     assert result.first_divergent_turn == 1  # turn 0 ("ok") matches; turn 1's noise does not
     assert result.turns_replayed == 2
     [d] = result.divergences
-    assert d.what == "observation" and d.recorded[0][1].startswith("noise ") and d.recorded != d.replayed
+    assert (
+        d.what == "observation"
+        and d.recorded[0][1].startswith("noise ")
+        and d.recorded != d.replayed
+    )
 
 
 def test_changed_reset_and_raising_env_are_divergences(recorded_run):
     traj = next(open_run_store(recorded_run).read_trajectories())
-    other_seed = replay(traj.__class__(**{**traj.__dict__, "seed": traj.seed + 12345}), make("calculator-v0"))
+    other_seed = replay(
+        traj.__class__(**{**traj.__dict__, "seed": traj.seed + 12345}), make("calculator-v0")
+    )
     assert other_seed.first_divergent_turn == -1 and other_seed.divergences[0].what == "observation"
 
     class Broken(FlakyEnv):
@@ -117,8 +132,14 @@ def test_every_builtin_env_replays_its_oracle_run_without_divergence(env_id, cha
     except EnvUnavailableError as exc:
         pytest.skip(str(exc))
     policy = ScriptedPolicy(chat, lambda i, _c: env.oracle_reply() or "I do not know.")
-    [traj] = run_episodes(policy, chat, [env], [3], ["g"], RolloutConfig(max_turns=6, max_new_tokens=256,
-                                                                          max_total_tokens=8192))
+    [traj] = run_episodes(
+        policy,
+        chat,
+        [env],
+        [3],
+        ["g"],
+        RolloutConfig(max_turns=6, max_new_tokens=256, max_total_tokens=8192),
+    )
     env.close()
     assert traj.turns and traj.stop_reason.value != "error", traj.info.get("failure")
     fresh = make(env_id)
@@ -143,7 +164,9 @@ def test_a_reply_cut_by_the_token_budget_replays_without_being_stepped(chat):
     call = json.dumps({"name": "calculator", "arguments": {"expression": info["expression"]}})
     replies = [f"<tool_call>{call}</tool_call>", "So the answer is, after a long explanation, " * 4]
     policy = ScriptedPolicy(chat, lambda i, ctx: replies[ctx.count("<|im_start|>assistant") - 1])
-    [traj] = run_episodes(policy, chat, [env], [3], ["g"], RolloutConfig(max_turns=4, max_new_tokens=40))
+    [traj] = run_episodes(
+        policy, chat, [env], [3], ["g"], RolloutConfig(max_turns=4, max_new_tokens=40)
+    )
     assert traj.stop_reason == StopReason.MAX_NEW_TOKENS and traj.turns[-1].truncated
     result = replay(traj, make("calculator-v0"))
     assert result.divergences == () and result.turns_replayed == 2

@@ -34,7 +34,11 @@ def test_record_layout_and_extra_keys(make_trajectory):
     assert record["schema_version"] == SCHEMA_VERSION == 2
     assert record["stop_reason"] == "terminated"  # enum stored as its value
     assert (record["run"], record["step"], record["phase"], record["advantage"]) == (
-        "r1", 3, "rl", 0.5)
+        "r1",
+        3,
+        "rl",
+        0.5,
+    )
     assert record["turns"][0]["action"]["tool_calls"][0]["id"] == "call_0_0"
     json.dumps(record, allow_nan=False)  # strictly JSON-serialisable
     # Extra keys are ignored when reading back.
@@ -84,8 +88,11 @@ def test_turn_truncated_round_trips_and_old_records_read_false(make_trajectory):
     import dataclasses
 
     t = make_trajectory()
-    cut = dataclasses.replace(t, turns=(*t.turns[:-1], dataclasses.replace(t.turns[-1], truncated=True)),
-                              stop_reason=StopReason.MAX_NEW_TOKENS)
+    cut = dataclasses.replace(
+        t,
+        turns=(*t.turns[:-1], dataclasses.replace(t.turns[-1], truncated=True)),
+        stop_reason=StopReason.MAX_NEW_TOKENS,
+    )
     record = json.loads(json.dumps(trajectory_to_record(cut)))
     assert record["turns"][-1]["truncated"] is True and record["stop_reason"] == "max_new_tokens"
     assert trajectory_from_record(record) == cut and cut.truncated

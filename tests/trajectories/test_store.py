@@ -26,17 +26,26 @@ def test_round_trip_is_exact_with_optional_keys(tmp_path, make_trajectory):
     store = TrajectoryStore(tmp_path / "sub" / "traj")  # creates the folder
     assert len(store) == 0 and list(store.read()) == []
     rec = trajectory_to_record(
-        make_trajectory(0), run_id="run-1", phase="rl", step=3, rl_step=3, policy_version=2,
-        env_kwargs={"levels": ["direct"]}, advantage=0.5,
+        make_trajectory(0),
+        run_id="run-1",
+        phase="rl",
+        step=3,
+        rl_step=3,
+        policy_version=2,
+        env_kwargs={"levels": ["direct"]},
+        advantage=0.5,
         advantages={"turn": [0.5, 0.5], "token": [0.0, 0.0, 0.5, 0.5, 0.5, 0.5]},
-        timings={"rollout_s": 1.25}, custom={"anything": [1, None]},
+        timings={"rollout_s": 1.25},
+        custom={"anything": [1, None]},
     )
     plain = trajectory_to_record(make_trajectory(1, reward=None, stop_reason=StopReason.MAX_TURNS))
     assert store.append([rec, plain]) == 2
     back = list(store.read())
     assert back == [rec, plain]
-    assert list(store.read_trajectories()) == [make_trajectory(0), make_trajectory(1, reward=None,
-                                                                                  stop_reason=StopReason.MAX_TURNS)]
+    assert list(store.read_trajectories()) == [
+        make_trajectory(0),
+        make_trajectory(1, reward=None, stop_reason=StopReason.MAX_TURNS),
+    ]
 
 
 def test_one_shard_per_append_and_len_from_footers(tmp_path, make_trajectory):
@@ -50,18 +59,33 @@ def test_one_shard_per_append_and_len_from_footers(tmp_path, make_trajectory):
 
 def test_filters(tmp_path, make_trajectory):
     store = TrajectoryStore(tmp_path / "t")
-    recs = [trajectory_to_record(make_trajectory(i, reward=float(i), stop_reason=StopReason.MAX_TURNS if i % 2
-                                                 else StopReason.TERMINATED),
-                                 step=i // 2, phase="eval" if i == 4 else "rl", run_id="a" if i < 3 else "b")
-            for i in range(5)]
-    recs.append(trajectory_to_record(make_trajectory(5, reward=None), step=9, phase="rl", run_id="b"))
+    recs = [
+        trajectory_to_record(
+            make_trajectory(
+                i,
+                reward=float(i),
+                stop_reason=StopReason.MAX_TURNS if i % 2 else StopReason.TERMINATED,
+            ),
+            step=i // 2,
+            phase="eval" if i == 4 else "rl",
+            run_id="a" if i < 3 else "b",
+        )
+        for i in range(5)
+    ]
+    recs.append(
+        trajectory_to_record(make_trajectory(5, reward=None), step=9, phase="rl", run_id="b")
+    )
     store.append(recs[:3])
     store.append(recs[3:])
     ids = lambda **f: [r["trajectory_id"] for r in store.read(**f)]  # noqa: E731
     assert ids(step=1) == ["t2", "t3"]
     assert ids(phase="eval") == ["t4"]
     assert ids(run_id="a") == ["t0", "t1", "t2"]
-    assert ids(min_reward=1.0, max_reward=3.0) == ["t1", "t2", "t3"]  # inclusive; None reward never matches
+    assert ids(min_reward=1.0, max_reward=3.0) == [
+        "t1",
+        "t2",
+        "t3",
+    ]  # inclusive; None reward never matches
     assert ids(min_reward=-100) == ["t0", "t1", "t2", "t3", "t4"]
     assert ids(stop_reason="max_turns") == ids(stop_reason=StopReason.MAX_TURNS) == ["t1", "t3"]
     assert ids(env_id="calculator-v0", run_id="b", max_reward=3.5) == ["t3"]
@@ -79,10 +103,14 @@ def test_other_tools_read_the_folder(tmp_path, make_trajectory):
     store.append(_records(make_trajectory, 2))
     store.append(_records(make_trajectory, 1))
     glob = str(tmp_path / "t" / "*.parquet")
-    n, ids = duckdb.sql(f"SELECT count(*), list(trajectory_id ORDER BY trajectory_id) FROM '{glob}'").fetchall()[0]
+    n, ids = duckdb.sql(
+        f"SELECT count(*), list(trajectory_id ORDER BY trajectory_id) FROM '{glob}'"
+    ).fetchall()[0]
     assert n == 3 and ids == ["t0", "t0", "t1"]
     # nested columns unnest in SQL: the first turn's first tool call arguments (JSON text)
-    args = duckdb.sql(f"SELECT turns[1].tool_calls[1].arguments_json FROM '{glob}' LIMIT 1").fetchall()[0][0]
+    args = duckdb.sql(
+        f"SELECT turns[1].tool_calls[1].arguments_json FROM '{glob}' LIMIT 1"
+    ).fetchall()[0][0]
     assert '"expr": "2+3"' in args
     frame = pd.read_parquet(tmp_path / "t")
     assert len(frame) == 3 and list(frame["token_ids"].iloc[0]) == [1, 2, 3, 4, 5, 6]
@@ -185,7 +213,8 @@ def test_sigkill_mid_append_leaves_every_completed_shard_readable(tmp_path, make
     for r in records:
         assert r["payload"] == "x" * 20000
         assert {k: v for k, v in r.items() if k not in ("step", "payload")} == trajectory_to_record(
-            make_trajectory(int(r["trajectory_id"][1:])))
+            make_trajectory(int(r["trajectory_id"][1:]))
+        )
     store = TrajectoryStore(path)  # reopening for writing cleans a temp shard, if any
     assert not list(path.glob(".*.tmp"))
     store.append([trajectory_to_record(make_trajectory(0), step=-1)])
@@ -207,7 +236,10 @@ _APPENDER = textwrap.dedent(
 
 def test_concurrent_writers_never_clobber_each_other(tmp_path):
     here = str(__import__("pathlib").Path(__file__).parent)
-    procs = [subprocess.Popen([sys.executable, "-c", _APPENDER, str(tmp_path / "t"), here, name]) for name in "ab"]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _APPENDER, str(tmp_path / "t"), here, name])
+        for name in "ab"
+    ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     store = TrajectoryStore(tmp_path / "t", read_only=True)
     assert len(store.shards()) == 50 and len(store) == 150
@@ -228,11 +260,15 @@ def test_segment_starts_have_a_column_and_old_shards_read_as_one_segment(tmp_pat
     store.append([trajectory_to_record(t)])
     assert store.table().column("segment_starts").to_pylist() == [[0, 4]]
     # a shard written before the column existed: same schema minus segment_starts
-    old = records_to_table([trajectory_to_record(make_trajectory(1))]).drop_columns(["segment_starts"])
+    old = records_to_table([trajectory_to_record(make_trajectory(1))]).drop_columns(
+        ["segment_starts"]
+    )
     assert isinstance(old, pa.Table)
     pq.write_table(old, tmp_path / "t" / "part-999999.parquet")
     back = {x.trajectory_id: x for x in store.read_trajectories()}
-    assert back[t.trajectory_id] == t and back[make_trajectory(1).trajectory_id].segment_starts == (0,)
+    assert back[t.trajectory_id] == t and back[make_trajectory(1).trajectory_id].segment_starts == (
+        0,
+    )
 
 
 def test_turn_truncated_has_a_field_and_old_shards_read_false(tmp_path, make_trajectory):
@@ -244,15 +280,22 @@ def test_turn_truncated_has_a_field_and_old_shards_read_false(tmp_path, make_tra
 
     store = TrajectoryStore(tmp_path / "t")
     t = make_trajectory(0)
-    t = dataclasses.replace(t, turns=(dataclasses.replace(t.turns[0], truncated=True), *t.turns[1:]))
+    t = dataclasses.replace(
+        t, turns=(dataclasses.replace(t.turns[0], truncated=True), *t.turns[1:])
+    )
     store.append([trajectory_to_record(t)])
     assert next(iter(store.read_trajectories())) == t
     # a shard written before the field existed: the turn struct without "truncated"
     old = records_to_table([trajectory_to_record(make_trajectory(1))])
     turn_type = SCHEMA.field("turns").type.value_type
     old_turn = pa.struct([f for f in turn_type if f.name != "truncated"])
-    turns = pa.array([[{k: v for k, v in x.items() if k != "truncated"} for x in row]
-                      for row in old.column("turns").to_pylist()], pa.list_(old_turn))
+    turns = pa.array(
+        [
+            [{k: v for k, v in x.items() if k != "truncated"} for x in row]
+            for row in old.column("turns").to_pylist()
+        ],
+        pa.list_(old_turn),
+    )
     old = old.set_column(old.schema.get_field_index("turns"), "turns", turns)
     pq.write_table(old, tmp_path / "t" / "part-999999.parquet")
     back = {x.trajectory_id: x for x in store.read_trajectories()}

@@ -15,7 +15,9 @@ from agentic_rl.trajectories.store import MANIFEST_NAME, CorruptStoreError
 def _store(tmp_path, make_trajectory, shards=3, per_shard=2):
     store = TrajectoryStore(tmp_path / "t")
     for s in range(shards):
-        store.append([trajectory_to_record(make_trajectory(i), step=s, phase="rl") for i in range(per_shard)])
+        store.append(
+            [trajectory_to_record(make_trajectory(i), step=s, phase="rl") for i in range(per_shard)]
+        )
     return store
 
 
@@ -25,7 +27,11 @@ def test_manifest_lists_every_shard(tmp_path, make_trajectory):
     assert sorted(manifest["shards"]) == [p.name for p in store.shards()]
     for shard in store.shards():
         entry = manifest["shards"][shard.name]
-        assert entry["rows"] == 2 and entry["bytes"] == shard.stat().st_size and len(entry["sha256"]) == 64
+        assert (
+            entry["rows"] == 2
+            and entry["bytes"] == shard.stat().st_size
+            and len(entry["sha256"]) == 64
+        )
     assert len(store) == 6 and issubclass(CorruptStoreError, RunDirError)
 
 
@@ -35,18 +41,25 @@ def _flip(path):
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda p: p.unlink(), "is missing"),
-    (lambda p: p.write_bytes(p.read_bytes()[:200]), "bytes, the manifest says"),
-    (lambda p: p.write_bytes(b""), "0 bytes"),
-    (_flip, "SHA-256 differs"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda p: p.unlink(), "is missing"),
+        (lambda p: p.write_bytes(p.read_bytes()[:200]), "bytes, the manifest says"),
+        (lambda p: p.write_bytes(b""), "0 bytes"),
+        (_flip, "SHA-256 differs"),
+    ],
+)
 def test_damaged_shard_is_an_error_naming_it(tmp_path, make_trajectory, damage, message):
     store = _store(tmp_path, make_trajectory)
     shard = store.shards()[1]
     damage(shard)
     reader = TrajectoryStore(store.path, read_only=True)
-    for read in (lambda: list(reader.read()), lambda: len(reader), lambda: reader.table(phase="rl")):
+    for read in (
+        lambda: list(reader.read()),
+        lambda: len(reader),
+        lambda: reader.table(phase="rl"),
+    ):
         with pytest.raises(CorruptStoreError, match=message) as info:
             read()
         assert str(shard) in str(info.value)
@@ -67,7 +80,9 @@ def test_unreadable_shard_without_manifest_is_named(tmp_path, make_trajectory):
 
 def test_a_writer_adopts_unlisted_shards(tmp_path, make_trajectory):
     store = _store(tmp_path, make_trajectory)
-    (store.path / MANIFEST_NAME).unlink()  # an old store, or a writer killed before listing its shard
+    (
+        store.path / MANIFEST_NAME
+    ).unlink()  # an old store, or a writer killed before listing its shard
     assert len(TrajectoryStore(store.path, read_only=True)) == 6  # read as they are
     TrajectoryStore(store.path)  # opening for writing lists them
     manifest = json.loads((store.path / MANIFEST_NAME).read_text())
@@ -82,7 +97,9 @@ def test_delete_where_keeps_the_manifest_true(tmp_path, make_trajectory):
     assert store.delete_where(lambda r: r["step"] == 2 or r["trajectory_id"] == "t0") == 4
     assert len(store) == 2 and [r["step"] for r in store.read()] == [0, 1]
     manifest = json.loads((store.path / MANIFEST_NAME).read_text())["shards"]
-    assert sorted(manifest) == [p.name for p in store.shards()] and all(e["rows"] == 1 for e in manifest.values())
+    assert sorted(manifest) == [p.name for p in store.shards()] and all(
+        e["rows"] == 1 for e in manifest.values()
+    )
     assert all("next" not in e for e in manifest.values())
 
 
@@ -97,7 +114,9 @@ def test_a_rewrite_killed_halfway_reads_either_version(tmp_path, make_trajectory
     store.delete_where(lambda r: r["trajectory_id"] == "t0")
     after = json.loads(path.read_text())
     pending = {**before["shards"][shard.name], "next": after["shards"][shard.name]}
-    path.write_text(json.dumps({**after, "shards": {shard.name: pending}}))  # killed after the replace
+    path.write_text(
+        json.dumps({**after, "shards": {shard.name: pending}})
+    )  # killed after the replace
     assert len(TrajectoryStore(store.path, read_only=True)) == 1
     shard.write_bytes(old_bytes)  # killed before the replace
     assert len(TrajectoryStore(store.path, read_only=True)) == 2

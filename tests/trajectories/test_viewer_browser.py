@@ -24,8 +24,16 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
     driver.set_page_load_timeout(60)
@@ -38,7 +46,9 @@ def test_page_loads_filters_and_opens_a_trajectory(browser, recorded_run, chat, 
     from selenium.webdriver.support.ui import Select
 
     records = list(open_run_store(recorded_run).read())
-    page = write_view(tmp_path / "view.html", records, lambda i: chat.decode([i]), title="recorded <run>")
+    page = write_view(
+        tmp_path / "view.html", records, lambda i: chat.decode([i]), title="recorded <run>"
+    )
     browser.get(page.as_uri())
     assert browser.title == "recorded <run>"
     assert browser.execute_script("return document.readyState") == "complete"
@@ -46,9 +56,13 @@ def test_page_loads_filters_and_opens_a_trajectory(browser, recorded_run, chat, 
     assert len(rows()) == 6 and browser.find_element(By.ID, "count").text == "6 of 6 trajectories"
 
     Select(browser.find_element(By.ID, "f-phase")).select_by_value("eval")
-    assert len(rows()) == 2 and all(r.find_elements(By.TAG_NAME, "td")[1].text == "eval" for r in rows())
+    assert len(rows()) == 2 and all(
+        r.find_elements(By.TAG_NAME, "td")[1].text == "eval" for r in rows()
+    )
     Select(browser.find_element(By.ID, "f-phase")).select_by_value("")
-    browser.find_element(By.ID, "f-rmin").send_keys("0.5")  # the two scripted wrong answers drop out
+    browser.find_element(By.ID, "f-rmin").send_keys(
+        "0.5"
+    )  # the two scripted wrong answers drop out
     assert len(rows()) == 4
     browser.find_element(By.ID, "f-rmin").clear()
     browser.execute_script("document.getElementById('f-rmin').dispatchEvent(new Event('input'))")
@@ -60,7 +74,9 @@ def test_page_loads_filters_and_opens_a_trajectory(browser, recorded_run, chat, 
     assert browser.find_element(By.ID, "detail").is_displayed()
     assert browser.find_element(By.ID, "d-title").text == wanted["trajectory_id"]
     chat_text = browser.find_element(By.ID, "d-chat").text
-    assert "calculator" in chat_text and wanted["turns"][1]["action"]["text"] in chat_text  # call + final answer
+    assert (
+        "calculator" in chat_text and wanted["turns"][1]["action"]["text"] in chat_text
+    )  # call + final answer
     assert "correct_answer" in browser.find_element(By.ID, "d-rewards").text
     spans = browser.find_elements(By.CSS_SELECTOR, "#tokens span")
     assert len(spans) == len(wanted["token_ids"])
@@ -80,7 +96,9 @@ def test_context_segments_are_marked_in_the_token_stream(browser, recorded_run, 
     from selenium.webdriver.common.by import By
 
     record = dict(next(iter(open_run_store(recorded_run).read())))
-    cut = record["loss_mask"].index(1)  # pretend the context was rebuilt before the first sampled token
+    cut = record["loss_mask"].index(
+        1
+    )  # pretend the context was rebuilt before the first sampled token
     record["segment_starts"] = [0, cut]
     page = write_view(tmp_path / "view.html", [record], lambda i: chat.decode([i]))
     browser.get(page.as_uri())
@@ -88,7 +106,10 @@ def test_context_segments_are_marked_in_the_token_stream(browser, recorded_run, 
     markers = browser.find_elements(By.CSS_SELECTOR, "#tokens .seg")
     assert len(markers) == 1 and "segment 2 of 2" in markers[0].text
     # the marker sits right before token `cut`; tokens are all still there
-    before = browser.execute_script("return arguments[0].previousElementSibling ? "
-                                    "[...arguments[0].parentNode.children].indexOf(arguments[0]) : -1", markers[0])
+    before = browser.execute_script(
+        "return arguments[0].previousElementSibling ? "
+        "[...arguments[0].parentNode.children].indexOf(arguments[0]) : -1",
+        markers[0],
+    )
     assert before == cut
     assert len(browser.find_elements(By.CSS_SELECTOR, "#tokens span")) == len(record["token_ids"])

@@ -41,7 +41,11 @@ from agentic_rl.algorithms.returns import (
     masked_whiten,
     reinforce_pp_advantages,
 )
-from agentic_rl.algorithms.turn_credit import gigpo_advantages, turn_process_advantages, turns_to_tokens
+from agentic_rl.algorithms.turn_credit import (
+    gigpo_advantages,
+    turn_process_advantages,
+    turns_to_tokens,
+)
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",

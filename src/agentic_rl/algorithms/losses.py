@@ -131,8 +131,11 @@ def ppo_clip_loss(
         "approx_kl" (mean of old_logprobs - logprobs, the k1 estimate of KL(old || new)).
     """
     shape = logprobs.shape
-    for name, t in (("old_logprobs", old_logprobs), ("advantages", advantages),
-                    ("loss_mask", loss_mask)):
+    for name, t in (
+        ("old_logprobs", old_logprobs),
+        ("advantages", advantages),
+        ("loss_mask", loss_mask),
+    ):
         if t.shape != shape:
             raise ValueError(f"{name} has shape {tuple(t.shape)}, logprobs {tuple(shape)}")
     keep = loss_mask != 0
@@ -318,7 +321,9 @@ def get_kl_estimator(name: str) -> Callable[[Tensor, Tensor], Tensor]:
     try:
         return KL_ESTIMATORS[name]
     except KeyError:
-        raise KeyError(f"unknown KL estimator {name!r}; known: {', '.join(sorted(KL_ESTIMATORS))}") from None
+        raise KeyError(
+            f"unknown KL estimator {name!r}; known: {', '.join(sorted(KL_ESTIMATORS))}"
+        ) from None
 
 
 #: loss aggregation modes (see :func:`token_loss_weights`)
@@ -358,10 +363,14 @@ def token_loss_weights(
         ValueError: unknown mode, empty input, no tokens at all, or a missing/invalid C.
     """
     if mode not in LOSS_AGGREGATIONS:
-        raise ValueError(f"unknown loss aggregation {mode!r}; known: {', '.join(LOSS_AGGREGATIONS)}")
+        raise ValueError(
+            f"unknown loss aggregation {mode!r}; known: {', '.join(LOSS_AGGREGATIONS)}"
+        )
     counts = tokens_per_seq.to(torch.float64)
     if counts.dim() != 1 or counts.numel() == 0 or bool((counts < 0).any()):
-        raise ValueError(f"tokens_per_seq must be a non-empty 1-D count tensor, got {tokens_per_seq}")
+        raise ValueError(
+            f"tokens_per_seq must be a non-empty 1-D count tensor, got {tokens_per_seq}"
+        )
     if counts.sum() == 0:
         raise ValueError("no trained tokens to aggregate over")
     n = counts.numel()
@@ -396,7 +405,9 @@ def aggregate_loss(
         scalar tensor (grad flows to ``per_token``).
     """
     if per_token.dim() != 2 or per_token.shape != mask.shape:
-        raise ValueError(f"per_token {tuple(per_token.shape)} and mask {tuple(mask.shape)} must both be [n, T]")
+        raise ValueError(
+            f"per_token {tuple(per_token.shape)} and mask {tuple(mask.shape)} must both be [n, T]"
+        )
     keep = mask != 0
     w = token_loss_weights(keep.sum(dim=1), mode, norm_constant=norm_constant).to(per_token.device)
     x = torch.where(keep, per_token, torch.zeros_like(per_token))

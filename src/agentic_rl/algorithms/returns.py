@@ -48,14 +48,18 @@ __all__ = [
 ]
 
 
-def _prepare(rewards: Tensor, mask: Tensor | None, terminated, bootstrap_values) -> tuple[Tensor, Tensor, Tensor]:
+def _prepare(
+    rewards: Tensor, mask: Tensor | None, terminated, bootstrap_values
+) -> tuple[Tensor, Tensor, Tensor]:
     """Validate; return float64 rewards, bool mask and the per-row value after the last step."""
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be 2-D [N, L], got shape {tuple(rewards.shape)}")
     n = rewards.shape[0]
     mask = torch.ones_like(rewards, dtype=torch.bool) if mask is None else mask
     if mask.shape != rewards.shape:
-        raise ValueError(f"mask {tuple(mask.shape)} and rewards {tuple(rewards.shape)} differ in shape")
+        raise ValueError(
+            f"mask {tuple(mask.shape)} and rewards {tuple(rewards.shape)} differ in shape"
+        )
     keep = mask != 0
     r = rewards.detach().to(torch.float64)
     if not bool(torch.isfinite(r[keep]).all()):
@@ -63,14 +67,22 @@ def _prepare(rewards: Tensor, mask: Tensor | None, terminated, bootstrap_values)
     if bool((torch.where(keep, torch.zeros_like(r), r) != 0).any()):
         raise ValueError("rewards must be 0 where mask is 0 (a reward belongs to a step)")
     r = torch.where(keep, r, torch.zeros_like(r))
-    term = torch.ones(n, dtype=torch.bool, device=r.device) if terminated is None else torch.as_tensor(
-        terminated, dtype=torch.bool, device=r.device)
-    boot = torch.zeros(n, dtype=torch.float64, device=r.device) if bootstrap_values is None else torch.as_tensor(
-        bootstrap_values, dtype=torch.float64, device=r.device)
+    term = (
+        torch.ones(n, dtype=torch.bool, device=r.device)
+        if terminated is None
+        else torch.as_tensor(terminated, dtype=torch.bool, device=r.device)
+    )
+    boot = (
+        torch.zeros(n, dtype=torch.float64, device=r.device)
+        if bootstrap_values is None
+        else torch.as_tensor(bootstrap_values, dtype=torch.float64, device=r.device)
+    )
     if term.shape != (n,) or boot.shape != (n,):
         raise ValueError(f"terminated and bootstrap_values must have shape [{n}]")
     if not bool(term.all()) and bootstrap_values is None:
-        raise ValueError("truncated rows need bootstrap_values (the value of the state after the last step)")
+        raise ValueError(
+            "truncated rows need bootstrap_values (the value of the state after the last step)"
+        )
     after = torch.where(term, torch.zeros_like(boot), boot.detach())
     if not bool(torch.isfinite(after).all()):
         raise ValueError("bootstrap_values of truncated rows must be finite")
@@ -154,7 +166,9 @@ def gae_advantages(
     if not (0.0 <= gamma <= 1.0 and 0.0 <= lam <= 1.0):
         raise ValueError(f"gamma and lam must be in [0, 1], got {gamma}, {lam}")
     if values.shape != rewards.shape:
-        raise ValueError(f"values {tuple(values.shape)} and rewards {tuple(rewards.shape)} differ in shape")
+        raise ValueError(
+            f"values {tuple(values.shape)} and rewards {tuple(rewards.shape)} differ in shape"
+        )
     r, keep, next_v = _prepare(rewards, mask, terminated, bootstrap_values)
     v = torch.where(keep, values.detach().to(torch.float64), torch.zeros_like(r))
     if not bool(torch.isfinite(v).all()):
@@ -228,8 +242,10 @@ def reinforce_pp_advantages(
         ValueError: bad shapes, a row without any step, or non-finite rewards.
     """
     if outcome_rewards.dim() != 1 or mask.dim() != 2 or mask.shape[0] != outcome_rewards.shape[0]:
-        raise ValueError(f"expected outcome_rewards [N] and mask [N, L], got {tuple(outcome_rewards.shape)} "
-                         f"and {tuple(mask.shape)}")
+        raise ValueError(
+            f"expected outcome_rewards [N] and mask [N, L], got {tuple(outcome_rewards.shape)} "
+            f"and {tuple(mask.shape)}"
+        )
     keep = mask != 0
     if not bool(keep.any(dim=1).all()):
         raise ValueError("every row needs at least one step (mask 1)")
@@ -239,12 +255,16 @@ def reinforce_pp_advantages(
         r = stats.r - stats.mean
     elif not bool(torch.isfinite(r).all()):
         raise ValueError("outcome_rewards contain NaN or inf")
-    last = keep.shape[1] - 1 - keep.flip(1).long().argmax(dim=1)  # [N] index of each row's last step
+    last = (
+        keep.shape[1] - 1 - keep.flip(1).long().argmax(dim=1)
+    )  # [N] index of each row's last step
     dense = torch.zeros(keep.shape, dtype=torch.float64, device=r.device)
     dense[torch.arange(keep.shape[0], device=r.device), last] = r
     if token_rewards is not None:
         if token_rewards.shape != mask.shape:
-            raise ValueError(f"token_rewards {tuple(token_rewards.shape)} and mask {tuple(mask.shape)} differ")
+            raise ValueError(
+                f"token_rewards {tuple(token_rewards.shape)} and mask {tuple(mask.shape)} differ"
+            )
         dense = dense + token_rewards.detach().to(torch.float64)
     returns = discounted_returns(dense, keep, gamma=gamma)
     out = masked_whiten(returns, keep, eps=eps)

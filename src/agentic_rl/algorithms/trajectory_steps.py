@@ -66,9 +66,15 @@ def turn_process_rewards(trajectory: Trajectory, key: str = PROCESS_REWARD_KEY) 
     for turn in trajectory.turns:
         if key in turn.info:
             value = turn.info[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"turn {turn.index} of {trajectory.trajectory_id}: info[{key!r}] must be a "
-                                 f"finite number, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+            ):
+                raise ValueError(
+                    f"turn {turn.index} of {trajectory.trajectory_id}: info[{key!r}] must be a "
+                    f"finite number, got {value!r}"
+                )
             out.append(float(value))
             continue
         # rejected calls usually also come back as failed results: count each failure once
@@ -92,7 +98,9 @@ def anchor_keys(trajectory: Trajectory) -> list[Hashable]:
             keys.append(("initial", tuple(initial)))
         else:
             obs = trajectory.turns[k - 1].observation
-            keys.append(("observation", tuple((m.role, m.content) for m in obs.messages) if obs else ()))
+            keys.append(
+                ("observation", tuple((m.role, m.content) for m in obs.messages) if obs else ())
+            )
     return keys
 
 
@@ -106,11 +114,15 @@ def token_turn_index(trajectory: Trajectory) -> list[int]:
     for k, turn in enumerate(trajectory.turns):
         out.extend([k] * len(turn.token_ids))
     if len(out) > len(trajectory.token_ids):
-        raise ValueError(f"trajectory {trajectory.trajectory_id}: turn spans exceed the token stream")
+        raise ValueError(
+            f"trajectory {trajectory.trajectory_id}: turn spans exceed the token stream"
+        )
     return out + [-1] * (len(trajectory.token_ids) - len(out))
 
 
-def pad_turns(rows: Sequence[Sequence[float]], dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
+def pad_turns(
+    rows: Sequence[Sequence[float]], dtype: torch.dtype = torch.float64
+) -> tuple[Tensor, Tensor]:
     """Left-aligned padding of per-turn lists into ``(values [N, K], turn_mask [N, K] bool)``."""
     width = max((len(r) for r in rows), default=0)
     values = torch.zeros((len(rows), width), dtype=dtype)

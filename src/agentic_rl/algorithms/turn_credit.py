@@ -38,7 +38,9 @@ __all__ = ["gigpo_advantages", "turn_process_advantages", "turns_to_tokens"]
 
 def _check_turns(name: str, x: Tensor, turn_mask: Tensor, n: int) -> Tensor:
     if x.dim() != 2 or x.shape != turn_mask.shape or x.shape[0] != n:
-        raise ValueError(f"{name} {tuple(x.shape)} and turn_mask {tuple(turn_mask.shape)} must both be [N={n}, K]")
+        raise ValueError(
+            f"{name} {tuple(x.shape)} and turn_mask {tuple(turn_mask.shape)} must both be [N={n}, K]"
+        )
     keep = turn_mask != 0
     if not bool(torch.isfinite(x.detach().double()[keep]).all()):
         raise ValueError(f"{name} contain NaN or inf")
@@ -79,11 +81,17 @@ def gigpo_advantages(
     n = episode_rewards.shape[0]
     keep = _check_turns("step_rewards", step_rewards, turn_mask, n)
     counts = keep.sum(dim=1).tolist()
-    if not bool((keep == (torch.arange(keep.shape[1], device=keep.device) < keep.sum(1, keepdim=True))).all()):
+    if not bool(
+        (
+            keep == (torch.arange(keep.shape[1], device=keep.device) < keep.sum(1, keepdim=True))
+        ).all()
+    ):
         raise ValueError("turn_mask must be left-aligned (turns 0..K_i-1 of each row)")
     if len(anchor_keys) != n or any(len(anchor_keys[i]) < counts[i] for i in range(n)):
         raise ValueError("anchor_keys needs one key per turn of each trajectory")
-    episode = grpo_advantages(episode_rewards, group_ids, normalize_std=normalize_std, eps=eps).double()
+    episode = grpo_advantages(
+        episode_rewards, group_ids, normalize_std=normalize_std, eps=eps
+    ).double()
     returns = discounted_returns(step_rewards.double(), keep, gamma=gamma)  # [N, K] R_{i,k}
     rows, cols = keep.nonzero(as_tuple=True)
     step = torch.zeros_like(returns)
@@ -127,7 +135,9 @@ def turn_process_advantages(
     """
     n = outcome_rewards.shape[0]
     keep = _check_turns("process_rewards", process_rewards, turn_mask, n)
-    outcome = grpo_advantages(outcome_rewards, group_ids, normalize_std=normalize_std, eps=eps).double()
+    outcome = grpo_advantages(
+        outcome_rewards, group_ids, normalize_std=normalize_std, eps=eps
+    ).double()
     rows, cols = keep.nonzero(as_tuple=True)
     normed = torch.zeros(keep.shape, dtype=torch.float64, device=keep.device)
     if rows.numel():
@@ -138,7 +148,9 @@ def turn_process_advantages(
             adv = adv / (stats.std + eps)
         normed[rows, cols] = stats.finish(adv).double()
     process_returns = discounted_returns(normed, keep, gamma=gamma)
-    out = torch.where(keep, outcome[:, None] + process_coef * process_returns, torch.zeros_like(normed))
+    out = torch.where(
+        keep, outcome[:, None] + process_coef * process_returns, torch.zeros_like(normed)
+    )
     return out.to(torch.promote_types(outcome_rewards.dtype, torch.float32))
 
 
@@ -158,9 +170,14 @@ def turns_to_tokens(turn_advantages: Tensor, token_turn_index: Tensor, loss_mask
     Raises:
         ValueError: shapes disagree or an index ≥ K.
     """
-    if token_turn_index.shape != loss_mask.shape or token_turn_index.shape[0] != turn_advantages.shape[0]:
-        raise ValueError(f"expected turn_advantages [N, K], token_turn_index and loss_mask [N, T], got "
-                         f"{tuple(turn_advantages.shape)}, {tuple(token_turn_index.shape)}, {tuple(loss_mask.shape)}")
+    if (
+        token_turn_index.shape != loss_mask.shape
+        or token_turn_index.shape[0] != turn_advantages.shape[0]
+    ):
+        raise ValueError(
+            f"expected turn_advantages [N, K], token_turn_index and loss_mask [N, T], got "
+            f"{tuple(turn_advantages.shape)}, {tuple(token_turn_index.shape)}, {tuple(loss_mask.shape)}"
+        )
     if token_turn_index.numel() and int(token_turn_index.max()) >= turn_advantages.shape[1]:
         raise ValueError("token_turn_index refers to a turn beyond turn_advantages")
     idx = token_turn_index.long()

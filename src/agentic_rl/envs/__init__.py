@@ -3,23 +3,43 @@
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.calculator import CalculatorEnv
 from agentic_rl.envs.code_repair import CodeRepairEnv
+from agentic_rl.envs.games import register_game_envs
 from agentic_rl.envs.memory_recall import MemoryRecallEnv
 from agentic_rl.envs.registry import EnvSpec, accepts, make, register, registered
 from agentic_rl.envs.search_qa import SearchQAEnv
-from agentic_rl.envs.games import register_game_envs
 
 register("calculator-v0", CalculatorEnv, CalculatorEnv.description)
 
 # math-python-v0 and the rg/<task>-v0 family (reasoning-gym is imported on first use)
 from agentic_rl.envs.math_python import MathPythonEnv  # noqa: E402
-from agentic_rl.envs.reasoning_gym_env import RG_PATTERN, ReasoningGymEnv, resolve_rg_id, rg_task_names  # noqa: E402
+from agentic_rl.envs.reasoning_gym_env import (
+    RG_PATTERN,
+    ReasoningGymEnv,
+    resolve_rg_id,
+    rg_task_names,
+)  # noqa: E402
 from agentic_rl.envs.registry import EnvFamily, families, get_spec, register_family  # noqa: E402
 
 register("math-python-v0", MathPythonEnv, MathPythonEnv.description)
-register_family(EnvFamily(RG_PATTERN, "rg/", resolve_rg_id, ReasoningGymEnv.description, rg_task_names))
+register_family(
+    EnvFamily(RG_PATTERN, "rg/", resolve_rg_id, ReasoningGymEnv.description, rg_task_names)
+)
 register("code-repair-v0", CodeRepairEnv, CodeRepairEnv.description)
 register("search-qa-v0", SearchQAEnv, SearchQAEnv.description)
 register_game_envs(register)  # frozenlake-v0, taxi-v0, ta-towerofhanoi-v0, ... (envs/games)
 register("memory-recall-v0", MemoryRecallEnv, MemoryRecallEnv.description)
 
-__all__ = ["Env", "EnvSpec", "EpisodeEndedError", "EpisodeNotStartedError", "CalculatorEnv", "CodeRepairEnv", "SearchQAEnv", "MemoryRecallEnv", "accepts", "make", "register", "registered"]
+__all__ = [
+    "Env",
+    "EnvSpec",
+    "EpisodeEndedError",
+    "EpisodeNotStartedError",
+    "CalculatorEnv",
+    "CodeRepairEnv",
+    "SearchQAEnv",
+    "MemoryRecallEnv",
+    "accepts",
+    "make",
+    "register",
+    "registered",
+]

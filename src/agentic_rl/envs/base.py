@@ -58,7 +58,9 @@ class Env(abc.ABC):
     description: str = ""
 
     @abc.abstractmethod
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """Start an episode; returns the first observation (system + task messages and tools)."""
 
     @abc.abstractmethod
@@ -84,7 +86,9 @@ class Env(abc.ABC):
         Raises:
             SnapshotNotSupportedError: the env cannot snapshot its state (this default).
         """
-        raise SnapshotNotSupportedError(f"env {self.env_id or type(self).__name__!r} does not support snapshot()")
+        raise SnapshotNotSupportedError(
+            f"env {self.env_id or type(self).__name__!r} does not support snapshot()"
+        )
 
     def restore(self, snapshot: Any) -> None:
         """Bring the env back to the state of ``snapshot`` (from :meth:`snapshot`).
@@ -93,7 +97,9 @@ class Env(abc.ABC):
             SnapshotNotSupportedError: the env cannot restore state (this default).
             TypeError: ``snapshot`` is not one of this env's snapshots (envs that implement it).
         """
-        raise SnapshotNotSupportedError(f"env {self.env_id or type(self).__name__!r} does not support restore()")
+        raise SnapshotNotSupportedError(
+            f"env {self.env_id or type(self).__name__!r} does not support restore()"
+        )
 
     def close(self) -> None:
         """Release resources (sandboxes, files). Safe to call twice."""

@@ -54,13 +54,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from fractions import Fraction
 import uuid
+from fractions import Fraction
 from typing import Any
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.calculator_tasks import LEVELS, ArithmeticTask, make_task
-from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer, numbers_equal, parse_number
+from agentic_rl.rewards import (
+    RewardFunction,
+    RewardGroup,
+    RewardWeights,
+    Rubric,
+    extract_answer,
+    numbers_equal,
+    parse_number,
+)
 from agentic_rl.rewards.risk import risk_functions
 from agentic_rl.tools import calculator
 from agentic_rl.tools.audit import AuditLog
@@ -99,25 +107,40 @@ class CalculatorEnv(Env):
         ValueError: an unknown level, or a wrong ``permissions`` key or value (named).
     """
 
-    description = "Arithmetic questions (direct, multi-op, word problems) solved with a calculator tool"
+    description = (
+        "Arithmetic questions (direct, multi-op, word problems) solved with a calculator tool"
+    )
 
-    def __init__(self, levels: tuple[str, ...] | list[str] = LEVELS, permissions: dict[str, Any] | None = None,
-                 audit_path: str | None = None, run_id: str = ""):
+    def __init__(
+        self,
+        levels: tuple[str, ...] | list[str] = LEVELS,
+        permissions: dict[str, Any] | None = None,
+        audit_path: str | None = None,
+        run_id: str = "",
+    ):
         self.levels = levels if isinstance(levels, str) else tuple(levels)
         make_task(0, self.levels)  # validate levels now (a bare string is rejected there)
         self.tools = {calculator.name: calculator}
-        policy = (PermissionPolicy.allow_all({calculator.name: "read_only"}) if permissions is None
-                  else PermissionPolicy.from_dict(permissions))
-        self.executor = ToolExecutor(self.tools, policy, AuditLog(audit_path) if audit_path else None,
-                                     {"run_id": run_id})
+        policy = (
+            PermissionPolicy.allow_all({calculator.name: "read_only"})
+            if permissions is None
+            else PermissionPolicy.from_dict(permissions)
+        )
+        self.executor = ToolExecutor(
+            self.tools, policy, AuditLog(audit_path) if audit_path else None, {"run_id": run_id}
+        )
         self._trajectory_id = ""
-        self.system_prompt = render_tool_system_prompt(INSTRUCTIONS, [t.schema() for t in self.tools.values()])
+        self.system_prompt = render_tool_system_prompt(
+            INSTRUCTIONS, [t.schema() for t in self.tools.values()]
+        )
         self.task: ArithmeticTask | None = None
         self._done = False
         self._turn = 0
         self._called = False
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """Draw the task of ``seed`` (a random seed if None); ``options["trajectory_id"]`` names the episode in the audit log."""
         if seed is None:
             import random
@@ -130,7 +153,11 @@ class CalculatorEnv(Env):
             messages=(Message("system", self.system_prompt), Message("user", self.task.question)),
             tools=tuple(t.schema() for t in self.tools.values()),
         )
-        info = {"level": self.task.level, "expected": self.task.answer, "expression": self.task.expression}
+        info = {
+            "level": self.task.level,
+            "expected": self.task.answer,
+            "expression": self.task.expression,
+        }
         return obs, info
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -141,8 +168,12 @@ class CalculatorEnv(Env):
             raise EpisodeEndedError("step() called after the episode ended; call reset() first")
         self._turn += 1
         if action.tool_calls or action.tool_call_errors:
-            report = self.executor.execute(action.tool_calls, action.tool_call_errors,
-                                           trajectory_id=self._trajectory_id, turn=self._turn - 1)
+            report = self.executor.execute(
+                action.tool_calls,
+                action.tool_call_errors,
+                trajectory_id=self._trajectory_id,
+                turn=self._turn - 1,
+            )
             results = report.results
             self._called = True
             obs = Observation(messages=tuple(Message("tool", r.content) for r in results))
@@ -167,7 +198,9 @@ class CalculatorEnv(Env):
 
     def snapshot(self) -> CalculatorSnapshot:
         """The episode state (see the module docstring). Never raises."""
-        return CalculatorSnapshot(self.task, self._done, self._turn, self._called, self._trajectory_id)
+        return CalculatorSnapshot(
+            self.task, self._done, self._turn, self._called, self._trajectory_id
+        )
 
     def restore(self, snapshot: CalculatorSnapshot) -> None:
         """Bring the episode back to ``snapshot`` (from any CalculatorEnv).
@@ -176,8 +209,10 @@ class CalculatorEnv(Env):
             TypeError: ``snapshot`` is not a :class:`CalculatorSnapshot`.
         """
         if not isinstance(snapshot, CalculatorSnapshot):
-            raise TypeError(f"{self.env_id or 'calculator-v0'}: expected a CalculatorSnapshot, "
-                            f"got {type(snapshot).__name__}")
+            raise TypeError(
+                f"{self.env_id or 'calculator-v0'}: expected a CalculatorSnapshot, "
+                f"got {type(snapshot).__name__}"
+            )
         self.task, self._done, self._turn = snapshot.task, snapshot.done, snapshot.turn
         self._called, self._trajectory_id = snapshot.called, snapshot.trajectory_id
 
@@ -198,7 +233,9 @@ class CalculatorEnv(Env):
                 RewardFunction("computed_calls", RewardGroup.PROCESS, computed_calls),
                 RewardFunction("grounded_answer", RewardGroup.PROCESS, grounded_answer),
                 RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
-                RewardFunction("generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005),
+                RewardFunction(
+                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
+                ),
                 *risk_functions(),
             ],
             weights,
@@ -239,7 +276,11 @@ def _computed_results(trajectory: Trajectory) -> tuple[int, list[Fraction]]:
             call = by_id.get(result.call_id)
             expression = call.arguments.get("expression") if call is not None else None
             value = parse_number(result.content.strip()) if result.ok else None
-            if value is not None and isinstance(expression, str) and parse_number(expression.strip()) is None:
+            if (
+                value is not None
+                and isinstance(expression, str)
+                and parse_number(expression.strip()) is None
+            ):
                 results.append(value)
     return calls, results
 

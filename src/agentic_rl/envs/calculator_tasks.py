@@ -41,7 +41,13 @@ def _num(rng: random.Random, lo_digits: int, hi_digits: int) -> int:
 def _direct(rng: random.Random) -> tuple[str, str]:
     a, b = _num(rng, 2, 4), _num(rng, 2, 3)
     phrasing = rng.choice(
-        ["What is {a} * {b}?", "What is {a} times {b}?", "Calculate {a} * {b}.", "Multiply {a} by {b}.", "Compute {a} x {b}."]
+        [
+            "What is {a} * {b}?",
+            "What is {a} times {b}?",
+            "Calculate {a} * {b}.",
+            "Multiply {a} by {b}.",
+            "Compute {a} x {b}.",
+        ]
     )
     return phrasing.format(a=a, b=b), f"{a} * {b}"
 
@@ -65,7 +71,10 @@ def _word(rng: random.Random) -> tuple[str, str]:
     a, b, c = _num(rng, 2, 3), _num(rng, 2, 2), _num(rng, 1, 2)
     templates: list[Callable[[], tuple[str, str]]] = [
         lambda: (f"A box holds {a} pencils. How many pencils are in {b} boxes?", f"{a} * {b}"),
-        lambda: (f"A train travels {a} km every hour. How many km does it travel in {b} hours?", f"{a} * {b}"),
+        lambda: (
+            f"A train travels {a} km every hour. How many km does it travel in {b} hours?",
+            f"{a} * {b}",
+        ),
         lambda: (
             f"A farm has {b} rows of {a} apple trees and {c} more trees by the gate. How many trees are there?",
             f"{b} * {a} + {c}",
@@ -84,7 +93,10 @@ def _word(rng: random.Random) -> tuple[str, str]:
             "How many dollars are left?",
             f"{a * c + b * 10} - {c} * {a}",
         ),
-        lambda: (f"{a * b} students are split into {b} equal teams. How many students are in each team?", f"{a * b} / {b}"),
+        lambda: (
+            f"{a * b} students are split into {b} equal teams. How many students are in each team?",
+            f"{a * b} / {b}",
+        ),
         lambda: (
             f"A printer prints {a} pages per minute. How many pages does it print in {b} minutes and then {c} more minutes?",
             f"{a} * ({b} + {c})",
@@ -112,7 +124,9 @@ def make_task(seed: int, levels: tuple[str, ...] = LEVELS) -> ArithmeticTask:
         ValueError: an unknown level name.
     """
     if isinstance(levels, str) or not levels:
-        raise ValueError(f"levels must be a non-empty list of level names from {list(LEVELS)}, got {levels!r}")
+        raise ValueError(
+            f"levels must be a non-empty list of level names from {list(LEVELS)}, got {levels!r}"
+        )
     unknown = [lv for lv in levels if lv not in _GENERATORS]
     if unknown:
         raise ValueError(f"unknown calculator levels {unknown}; known: {list(LEVELS)}")

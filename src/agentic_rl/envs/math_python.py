@@ -110,7 +110,7 @@ def gsm_program(answer_cot: str) -> list[str]:
             continue
         start = 0
         for match in _STEP.finditer(text):
-            expr = _step_expression(text[start:match.start()].split("=")[-1])
+            expr = _step_expression(text[start : match.start()].split("=")[-1])
             start = match.end()
             if expr is None:
                 continue
@@ -136,20 +136,42 @@ class MathPythonEnv(ReasoningGymEnv):
         ValueError: an unknown level or setting (named).
     """
 
-    description = "Multi-step math word problems (reasoning-gym) solved with a sandboxed stateful Python tool"
+    description = (
+        "Multi-step math word problems (reasoning-gym) solved with a sandboxed stateful Python tool"
+    )
     tool_instructions = INSTRUCTIONS
-    recipe_overrides: dict[str, Any] = {"rollout.max_new_tokens": 128, "rollout.max_total_tokens": 1536}
+    recipe_overrides: dict[str, Any] = {
+        "rollout.max_new_tokens": 128,
+        "rollout.max_total_tokens": 1536,
+    }
 
-    def __init__(self, levels: str | Sequence[str] = LEVELS, settings: Mapping[str, Mapping[str, Any]] | None = None,
-                 permissions: dict[str, Any] | None = None, audit_path: str | None = None, run_id: str = "",
-                 sandbox_backend: str = "bwrap"):
+    def __init__(
+        self,
+        levels: str | Sequence[str] = LEVELS,
+        settings: Mapping[str, Mapping[str, Any]] | None = None,
+        permissions: dict[str, Any] | None = None,
+        audit_path: str | None = None,
+        run_id: str = "",
+        sandbox_backend: str = "bwrap",
+    ):
         levels = (levels,) if isinstance(levels, str) else tuple(levels)
         unknown = sorted(set(levels) - set(LEVELS))
         if unknown or not levels:
-            raise ValueError(f"unknown level(s) {unknown or list(levels)}; known: {', '.join(LEVELS)}")
-        merged = {lv: {**DEFAULT_SETTINGS[lv], **dict((settings or {}).get(lv, {}))} for lv in levels}
-        super().__init__(levels, merged, python_tool=True, permissions=permissions, audit_path=audit_path,
-                         run_id=run_id, sandbox_backend=sandbox_backend)
+            raise ValueError(
+                f"unknown level(s) {unknown or list(levels)}; known: {', '.join(LEVELS)}"
+            )
+        merged = {
+            lv: {**DEFAULT_SETTINGS[lv], **dict((settings or {}).get(lv, {}))} for lv in levels
+        }
+        super().__init__(
+            levels,
+            merged,
+            python_tool=True,
+            permissions=permissions,
+            audit_path=audit_path,
+            run_id=run_id,
+            sandbox_backend=sandbox_backend,
+        )
         self.levels = levels
 
     def grade(self, text: str) -> Grade:

@@ -110,22 +110,39 @@ class MemoryRecallEnv(Env):
         ValueError: a wrong level, count, scope, limit or permission key (named in the message).
     """
 
-    description = ("Remember a customer's profile across sessions whose history is wiped, "
-                   "using memory tools (write/search/update/delete)")
+    description = (
+        "Remember a customer's profile across sessions whose history is wiped, "
+        "using memory tools (write/search/update/delete)"
+    )
     #: ``train --env memory-recall-v0`` budgets: the oracle's longest reply (one memory_write
     #: with the whole profile) takes up to 48 tokens with 3 facts; leave a margin
     recipe_overrides: dict[str, Any] = {"rollout.max_new_tokens": 64}
 
-    def __init__(self, levels: Sequence[str] = ("recall",), num_facts: int = 3, num_questions: int = 1,
-                 memory: bool = True, memory_path: str | None = None, scope: str = "episode",
-                 namespace: str = "memory-recall", max_entries: int = 16, max_chars: int = 300,
-                 when_full: str = "refuse", max_session_turns: int = 3, extra_tools: Sequence[Tool] = (),
-                 permissions: dict[str, Any] | None = None, audit_path: str | None = None, run_id: str = ""):
+    def __init__(
+        self,
+        levels: Sequence[str] = ("recall",),
+        num_facts: int = 3,
+        num_questions: int = 1,
+        memory: bool = True,
+        memory_path: str | None = None,
+        scope: str = "episode",
+        namespace: str = "memory-recall",
+        max_entries: int = 16,
+        max_chars: int = 300,
+        when_full: str = "refuse",
+        max_session_turns: int = 3,
+        extra_tools: Sequence[Tool] = (),
+        permissions: dict[str, Any] | None = None,
+        audit_path: str | None = None,
+        run_id: str = "",
+    ):
         self.levels = levels if isinstance(levels, str) else tuple(levels)
         self.num_facts, self.num_questions = int(num_facts), int(num_questions)
         make_task(0, self.levels, self.num_facts, self.num_questions)  # validate now
         if scope not in [s.value for s in Scope]:
-            raise ValueError(f"unknown memory scope {scope!r}; use one of {[s.value for s in Scope]}")
+            raise ValueError(
+                f"unknown memory scope {scope!r}; use one of {[s.value for s in Scope]}"
+            )
         if Scope(scope) is not Scope.EPISODE and memory_path is None:
             raise ValueError(f"scope {scope!r} outlives the episode: set memory_path")
         if max_session_turns < 1:
@@ -133,19 +150,30 @@ class MemoryRecallEnv(Env):
         self.max_session_turns = int(max_session_turns)
         self.memory_enabled = bool(memory)
         self.scope = Scope(scope)
-        self.store = MemoryStore(memory_path or ":memory:", scope=self.scope,
-                                 namespace="" if self.scope is Scope.PERSISTENT else namespace,
-                                 max_entries=max_entries, max_chars=max_chars, when_full=when_full)
+        self.store = MemoryStore(
+            memory_path or ":memory:",
+            scope=self.scope,
+            namespace="" if self.scope is Scope.PERSISTENT else namespace,
+            max_entries=max_entries,
+            max_chars=max_chars,
+            when_full=when_full,
+        )
         self.memory_path = memory_path
         self.kit = MemoryToolkit(self.store)
         self.tools: dict[str, Tool] = dict(self.kit.tools) if self.memory_enabled else {}
         self.tools.update({t.name: t for t in extra_tools})
-        policy = (PermissionPolicy.allow_all(MEMORY_SIDE_EFFECTS if self.memory_enabled else {}) if permissions is None
-                  else PermissionPolicy.from_dict(permissions))
-        self.executor = ToolExecutor(self.tools, policy, AuditLog(audit_path) if audit_path else None,
-                                     {"run_id": run_id})
+        policy = (
+            PermissionPolicy.allow_all(MEMORY_SIDE_EFFECTS if self.memory_enabled else {})
+            if permissions is None
+            else PermissionPolicy.from_dict(permissions)
+        )
+        self.executor = ToolExecutor(
+            self.tools, policy, AuditLog(audit_path) if audit_path else None, {"run_id": run_id}
+        )
         instructions = INSTRUCTIONS if self.memory_enabled else INSTRUCTIONS_NO_MEMORY
-        self.system_prompt = render_tool_system_prompt(instructions, [t.schema() for t in self.tools.values()])
+        self.system_prompt = render_tool_system_prompt(
+            instructions, [t.schema() for t in self.tools.values()]
+        )
         self.task: RecallTask | None = None
         self._sessions: list[tuple[str, str]] = []  # (kind, fact key or "")
         self._reset_state()
@@ -161,7 +189,9 @@ class MemoryRecallEnv(Env):
 
     # -- the episode -------------------------------------------------------------------------------
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """Draw the task of ``seed``; ``options["trajectory_id"]`` names the episode (store namespace, audit)."""
         if seed is None:
             import random
@@ -175,11 +205,18 @@ class MemoryRecallEnv(Env):
             self.store.namespace = self._trajectory_id
         self.kit.trajectory_id = self._trajectory_id
         self.kit.drain_events()
-        self._sessions = [("reveal", "")] + ([("update", "")] if self.task.change else []) + \
-            [("question", q) for q in self.task.questions]
+        self._sessions = (
+            [("reveal", "")]
+            + ([("update", "")] if self.task.change else [])
+            + [("question", q) for q in self.task.questions]
+        )
         obs = self._session_observation("")
-        info = {"level": self.task.level, "customer": self.task.customer, "context_reset": False,
-                "expected": [self.task.answer(q) for q in self.task.questions]}
+        info = {
+            "level": self.task.level,
+            "customer": self.task.customer,
+            "context_reset": False,
+            "expected": [self.task.answer(q) for q in self.task.questions],
+        }
         return obs, info
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -192,18 +229,34 @@ class MemoryRecallEnv(Env):
         self._turn += 1
         self._session_turns += 1
         self._session_messages.append(Message("assistant", action.text))
-        info: dict[str, Any] = {"tool_calls": 0, "tool_errors": 0, "tool_results": [], "risk_events": []}
+        info: dict[str, Any] = {
+            "tool_calls": 0,
+            "tool_errors": 0,
+            "tool_results": [],
+            "risk_events": [],
+        }
         results = []
         if action.tool_calls or action.tool_call_errors:
-            report = self.executor.execute(action.tool_calls, action.tool_call_errors,
-                                           trajectory_id=self._trajectory_id, turn=self._turn - 1)
+            report = self.executor.execute(
+                action.tool_calls,
+                action.tool_call_errors,
+                trajectory_id=self._trajectory_id,
+                turn=self._turn - 1,
+            )
             results = list(report.results)
-            info.update(tool_calls=len(results), tool_errors=sum(not r.ok for r in results),
-                        tool_results=[{"call_id": r.call_id, "name": r.name, "content": r.content, "ok": r.ok}
-                                      for r in results],
-                        risk_events=list(report.risk_events))
+            info.update(
+                tool_calls=len(results),
+                tool_errors=sum(not r.ok for r in results),
+                tool_results=[
+                    {"call_id": r.call_id, "name": r.name, "content": r.content, "ok": r.ok}
+                    for r in results
+                ],
+                risk_events=list(report.risk_events),
+            )
         info["memory_events"] = self.kit.drain_events()
-        searched = "memory_search" in self.tools and any(c.name == "memory_search" for c in action.tool_calls)
+        searched = "memory_search" in self.tools and any(
+            c.name == "memory_search" for c in action.tool_calls
+        )
         if searched and self._session_turns < self.max_session_turns:
             messages = tuple(Message("tool", r.content) for r in results)
             self._session_messages.extend(messages)
@@ -223,10 +276,17 @@ class MemoryRecallEnv(Env):
         if kind == "question":
             options = self.task.options[self.task.questions.index(fact)]
             answer = extract_answer(action.text)
-            correct = answer is not None and answer.strip().lower() == self.task.answer(fact).lower()
+            correct = (
+                answer is not None and answer.strip().lower() == self.task.answer(fact).lower()
+            )
             self._correct += correct
-            info.update(question=fact, answer=answer, correct=correct,
-                        answer_format_ok=answer is not None and answer.strip().lower() in {o.lower() for o in options})
+            info.update(
+                question=fact,
+                answer=answer,
+                correct=correct,
+                answer_format_ok=answer is not None
+                and answer.strip().lower() in {o.lower() for o in options},
+            )
             reward = float(correct) / len(self.task.questions)
         self._session += 1
         self._session_turns = 0
@@ -241,7 +301,9 @@ class MemoryRecallEnv(Env):
         self._session_messages = [Message("system", self.system_prompt), Message("user", text)]
         if self._session:
             return Observation((self._session_messages[1],))
-        return Observation(tuple(self._session_messages), tools=tuple(t.schema() for t in self.tools.values()))
+        return Observation(
+            tuple(self._session_messages), tools=tuple(t.schema() for t in self.tools.values())
+        )
 
     def _session_text(self, previous_results: str) -> str:
         task = self.task
@@ -253,14 +315,18 @@ class MemoryRecallEnv(Env):
                 head += f" Results of your last tool calls: {previous_results}"
         if kind == "reveal":
             facts = "; ".join(f"{FACTS[k][0]}: {v}" for k, v in task.profile)
-            return (f"{head}\nCustomer {task.customer} tells you their profile: {facts}. "
-                    "After your reply this conversation is wiped.")
+            return (
+                f"{head}\nCustomer {task.customer} tells you their profile: {facts}. "
+                "After your reply this conversation is wiped."
+            )
         if kind == "update":
             key, old, new = task.change
             return f"{head}\nCustomer {task.customer} says: my {FACTS[key][0]} is now {new} (it was {old})."
         options = ", ".join(task.options[task.questions.index(fact)])
-        return (f"{head}\nQuestion: what is {task.customer}'s {FACTS[fact][0]}? Options: {options}. "
-                "Reply with <answer>OPTION</answer>.")
+        return (
+            f"{head}\nQuestion: what is {task.customer}'s {FACTS[fact][0]}? Options: {options}. "
+            "Reply with <answer>OPTION</answer>."
+        )
 
     # -- oracle, rubric, close ---------------------------------------------------------------------
 
@@ -273,7 +339,9 @@ class MemoryRecallEnv(Env):
         found = "\n".join(m.content for m in self._session_messages if m.role == "tool")
         searched = any(m.role == "tool" for m in self._session_messages)
         if kind == "reveal" and "memory_write" in self.tools:
-            text = f"{task.customer}: " + "; ".join(f"{k} {v}" for k, v in task.profile)  # short keys: fewer tokens
+            text = f"{task.customer}: " + "; ".join(
+                f"{k} {v}" for k, v in task.profile
+            )  # short keys: fewer tokens
             return _call("memory_write", {"text": text})
         if kind == "reveal":
             return "Noted."
@@ -281,7 +349,9 @@ class MemoryRecallEnv(Env):
             key, old, new = task.change
             if not searched and "memory_search" in self.tools:
                 return _call("memory_search", {"query": f"{task.customer} {FACTS[key][0]}"})
-            match = re.search(rf"^\[(\d+)\] (.*\b{re.escape(old)}\b.*?)(?: \(tags: .*\))?$", found, re.MULTILINE)
+            match = re.search(
+                rf"^\[(\d+)\] (.*\b{re.escape(old)}\b.*?)(?: \(tags: .*\))?$", found, re.MULTILINE
+            )
             if match is None:
                 return "Noted."
             new_text = re.sub(rf"\b{re.escape(old)}\b", new, match.group(2))
@@ -294,15 +364,24 @@ class MemoryRecallEnv(Env):
 
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
         """Default rubric of the env (components listed in the module docstring)."""
-        logged = [mm.memory_writes, mm.memory_reads, mm.memory_updates, mm.memory_deletes, mm.memory_hit_rate,
-                  mm.memory_store_size, mm.memory_tokens]
+        logged = [
+            mm.memory_writes,
+            mm.memory_reads,
+            mm.memory_updates,
+            mm.memory_deletes,
+            mm.memory_hit_rate,
+            mm.memory_store_size,
+            mm.memory_tokens,
+        ]
         return Rubric(
             [
                 RewardFunction("correct_answers", RewardGroup.OUTCOME, correct_answers),
                 RewardFunction("answer_format", RewardGroup.PROCESS, answer_format),
                 RewardFunction("memory_ops", RewardGroup.COST, mm.memory_ops, weight=0.01),
                 RewardFunction("unused_writes", RewardGroup.COST, mm.unused_writes, weight=0.05),
-                RewardFunction("generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005),
+                RewardFunction(
+                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
+                ),
                 *(RewardFunction(fn.__name__, RewardGroup.COST, fn, weight=0.0) for fn in logged),
                 *risk_functions(),
             ],

@@ -16,15 +16,48 @@ __all__ = ["FACTS", "LEVELS", "OPTIONS_PER_FACT", "RecallTask", "make_task"]
 
 #: fact key -> (label shown to the policy, the 8 possible values)
 FACTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "colour": ("favourite colour", ("teal", "crimson", "amber", "violet", "olive", "navy", "coral", "ivory")),
-    "codeword": ("codeword", ("falcon", "otter", "maple", "comet", "harbor", "quartz", "willow", "ember")),
+    "colour": (
+        "favourite colour",
+        ("teal", "crimson", "amber", "violet", "olive", "navy", "coral", "ivory"),
+    ),
+    "codeword": (
+        "codeword",
+        ("falcon", "otter", "maple", "comet", "harbor", "quartz", "willow", "ember"),
+    ),
     "city": ("home city", ("Lyon", "Porto", "Oslo", "Quito", "Perth", "Hanoi", "Tunis", "Lima")),
-    "pet": ("pet", ("parrot", "rabbit", "turtle", "hamster", "ferret", "goldfish", "gecko", "pony")),
+    "pet": (
+        "pet",
+        ("parrot", "rabbit", "turtle", "hamster", "ferret", "goldfish", "gecko", "pony"),
+    ),
 }
 OPTIONS_PER_FACT = 8
 LEVELS = ("recall", "update")
-_FIRST = ("Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kemi", "Lars")
-_LAST = ("Moreau", "Silva", "Novak", "Okafor", "Lindqvist", "Tanaka", "Rossi", "Haddad", "Kowalski", "Mendes")
+_FIRST = (
+    "Alice",
+    "Bruno",
+    "Chiara",
+    "Dmitri",
+    "Elena",
+    "Farid",
+    "Greta",
+    "Hiro",
+    "Ines",
+    "Jonas",
+    "Kemi",
+    "Lars",
+)
+_LAST = (
+    "Moreau",
+    "Silva",
+    "Novak",
+    "Okafor",
+    "Lindqvist",
+    "Tanaka",
+    "Rossi",
+    "Haddad",
+    "Kowalski",
+    "Mendes",
+)
 
 
 @dataclass(frozen=True)
@@ -68,7 +101,9 @@ def make_task(seed: int, levels: tuple[str, ...], num_facts: int, num_questions:
     if not 1 <= num_facts <= len(FACTS):
         raise ValueError(f"num_facts must be between 1 and {len(FACTS)}, got {num_facts}")
     if not 1 <= num_questions <= num_facts:
-        raise ValueError(f"num_questions must be between 1 and num_facts ({num_facts}), got {num_questions}")
+        raise ValueError(
+            f"num_questions must be between 1 and num_facts ({num_facts}), got {num_questions}"
+        )
     rng = random.Random(f"memory-recall/{seed}")
     level = levels[seed % len(levels)]
     keys = rng.sample(sorted(FACTS), num_facts)

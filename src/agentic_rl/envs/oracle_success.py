@@ -32,7 +32,7 @@ def success_tail(probabilities: Sequence[float], successes: int) -> float:
     dist = [1.0]
     for p in probabilities:
         dist = [a * (1.0 - p) + b * p for a, b in zip([*dist, 0.0], [0.0, *dist])]
-    return min(1.0, sum(dist[:successes + 1]))
+    return min(1.0, sum(dist[: successes + 1]))
 
 
 def declared_success(env: Env, seed: int, declared: list[float]) -> list[str]:
@@ -45,13 +45,16 @@ def declared_success(env: Env, seed: int, declared: list[float]) -> list[str]:
     if value is None:
         return []
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        return [f"seed {seed}: oracle_expected_success must be a probability in [0, 1], got {value!r}"]
+        return [
+            f"seed {seed}: oracle_expected_success must be a probability in [0, 1], got {value!r}"
+        ]
     declared.append(float(value))
     return []
 
 
-def oracle_success_problems(n: int, successes: int, missed: list[str], declared: list[float],
-                            min_success: float | None) -> list[str]:
+def oracle_success_problems(
+    n: int, successes: int, missed: list[str], declared: list[float], min_success: float | None
+) -> list[str]:
     """Why ``successes`` of ``n`` oracle episodes are too few (empty list when they are enough).
 
     Args:
@@ -65,14 +68,20 @@ def oracle_success_problems(n: int, successes: int, missed: list[str], declared:
     rate = successes / max(n, 1)
     if not missed:
         return []
-    if min_success is None and len(declared) == n:  # chance outcomes with a declared probability per seed
+    if (
+        min_success is None and len(declared) == n
+    ):  # chance outcomes with a declared probability per seed
         tail = success_tail(declared, successes)
         if tail < ORACLE_ALPHA:
-            return [f"the oracle succeeded on {successes} of {n} seeds ({rate:.0%}), far below its declared "
-                    f"expected success {sum(declared) / n:.0%}: P(X <= {successes}) = {tail:.2g} < "
-                    f"{ORACLE_ALPHA:g}; missed {', '.join(missed)}"]
+            return [
+                f"the oracle succeeded on {successes} of {n} seeds ({rate:.0%}), far below its declared "
+                f"expected success {sum(declared) / n:.0%}: P(X <= {successes}) = {tail:.2g} < "
+                f"{ORACLE_ALPHA:g}; missed {', '.join(missed)}"
+            ]
         return []
     floor = 1.0 if min_success is None else min_success
     if rate < floor - 1e-9:
-        return [f"the oracle did not succeed on {', '.join(missed)}: success {rate:.0%}, needs {floor:.0%}"]
+        return [
+            f"the oracle did not succeed on {', '.join(missed)}: success {rate:.0%}, needs {floor:.0%}"
+        ]
     return []

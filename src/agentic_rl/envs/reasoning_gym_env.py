@@ -58,23 +58,40 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
-from agentic_rl.envs.calculator import (answer_format, correct_answer, generated_tokens, num_tool_calls,
-                                        tool_call_format)
+from agentic_rl.envs.calculator import (
+    answer_format,
+    correct_answer,
+    generated_tokens,
+    num_tool_calls,
+    tool_call_format,
+)
 from agentic_rl.errors import UnknownEnvError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer
 from agentic_rl.rewards.risk import risk_functions
 from agentic_rl.tools.prompt import render_tool_system_prompt
 from agentic_rl.types import Action, Message, Observation, Trajectory
 
-__all__ = ["ReasoningGymEnv", "Grade", "RGTask", "rg_task_names", "make_rg_task", "resolve_rg_id", "RG_PATTERN"]
+__all__ = [
+    "ReasoningGymEnv",
+    "Grade",
+    "RGTask",
+    "rg_task_names",
+    "make_rg_task",
+    "resolve_rg_id",
+    "RG_PATTERN",
+]
 
 RG_PATTERN = "rg/<task>-v0"
 _RG_ID = re.compile(r"^rg/([A-Za-z0-9_]+)-v(\d+)$")
-INSTRUCTIONS = ("You are a helpful assistant. Solve the task. When you are done, give your final answer "
-                "exactly once, as <answer>ANSWER</answer>.")
-TOOL_INSTRUCTIONS = ("You are a helpful assistant. Solve the task; you can run Python with the python tool "
-                     "(variables persist between calls). When you are done, give your final answer exactly "
-                     "once, as <answer>ANSWER</answer>.")
+INSTRUCTIONS = (
+    "You are a helpful assistant. Solve the task. When you are done, give your final answer "
+    "exactly once, as <answer>ANSWER</answer>."
+)
+TOOL_INSTRUCTIONS = (
+    "You are a helpful assistant. Solve the task; you can run Python with the python tool "
+    "(variables persist between calls). When you are done, give your final answer exactly "
+    "once, as <answer>ANSWER</answer>."
+)
 
 
 def rg_task_names() -> list[str]:
@@ -129,18 +146,24 @@ def check_settings(task: str, settings: Mapping[str, Any]) -> None:
     from reasoning_gym.factory import DATASETS
 
     if task not in DATASETS:
-        raise ValueError(f"unknown reasoning-gym task {task!r}; known: {', '.join(sorted(DATASETS))}")
+        raise ValueError(
+            f"unknown reasoning-gym task {task!r}; known: {', '.join(sorted(DATASETS))}"
+        )
     config_cls = DATASETS[task][1]
     fields = {f.name for f in dataclasses.fields(config_cls)} - {"seed", "size"}
     unknown = sorted(set(settings) - fields)
     if unknown:
-        raise ValueError(f"unknown setting(s) {unknown} of reasoning-gym task {task!r}; known: {', '.join(sorted(fields))}")
+        raise ValueError(
+            f"unknown setting(s) {unknown} of reasoning-gym task {task!r}; known: {', '.join(sorted(fields))}"
+        )
     config = config_cls(**{**settings, "seed": 0, "size": 1})
     if hasattr(config, "validate"):
         try:
             config.validate()
         except AssertionError as exc:
-            raise ValueError(f"reasoning-gym task {task!r} rejects settings {dict(settings)}: {exc}") from None
+            raise ValueError(
+                f"reasoning-gym task {task!r} rejects settings {dict(settings)}: {exc}"
+            ) from None
 
 
 def make_rg_task(task: str, seed: int, settings: Mapping[str, Any]) -> RGTask:
@@ -154,7 +177,13 @@ def make_rg_task(task: str, seed: int, settings: Mapping[str, Any]) -> RGTask:
     dataset = reasoning_gym.create_dataset(task, size=1, seed=int(seed), **dict(settings))
     entry = dataset[0]
     answer = entry.get("answer")
-    return RGTask(task, str(entry["question"]), None if answer is None else str(answer), entry, dataset.score_answer)
+    return RGTask(
+        task,
+        str(entry["question"]),
+        None if answer is None else str(answer),
+        entry,
+        dataset.score_answer,
+    )
 
 
 class ReasoningGymEnv(Env):
@@ -177,19 +206,30 @@ class ReasoningGymEnv(Env):
     instructions = INSTRUCTIONS
     tool_instructions = TOOL_INSTRUCTIONS
     #: config keys the ``train --env`` shortcut sets before the user's ``--set`` (see cli.py)
-    recipe_overrides: dict[str, Any] = {"rollout.max_new_tokens": 128, "rollout.max_total_tokens": 2048}
+    recipe_overrides: dict[str, Any] = {
+        "rollout.max_new_tokens": 128,
+        "rollout.max_total_tokens": 2048,
+    }
 
-    def __init__(self, tasks: str | Sequence[str] = "basic_arithmetic",
-                 settings: Mapping[str, Mapping[str, Any]] | None = None, python_tool: bool = False,
-                 permissions: dict[str, Any] | None = None, audit_path: str | None = None, run_id: str = "",
-                 sandbox_backend: str = "bwrap"):
+    def __init__(
+        self,
+        tasks: str | Sequence[str] = "basic_arithmetic",
+        settings: Mapping[str, Mapping[str, Any]] | None = None,
+        python_tool: bool = False,
+        permissions: dict[str, Any] | None = None,
+        audit_path: str | None = None,
+        run_id: str = "",
+        sandbox_backend: str = "bwrap",
+    ):
         self.tasks = (tasks,) if isinstance(tasks, str) else tuple(tasks)
         if not self.tasks:
             raise ValueError("tasks: give at least one reasoning-gym task")
         self.settings = {t: dict((settings or {}).get(t, {})) for t in self.tasks}
         unknown = sorted(set(settings or {}) - set(self.tasks))
         if unknown:
-            raise ValueError(f"settings given for task(s) {unknown} that are not in tasks {list(self.tasks)}")
+            raise ValueError(
+                f"settings given for task(s) {unknown} that are not in tasks {list(self.tasks)}"
+            )
         for t in self.tasks:
             check_settings(t, self.settings[t])
         self.sandboxed = None
@@ -198,14 +238,22 @@ class ReasoningGymEnv(Env):
             from agentic_rl.tools.sandbox import SandboxConfig
             from agentic_rl.tools.sandboxed import SandboxedTools
 
-            self.sandboxed = SandboxedTools(SandboxConfig(backend=sandbox_backend), permissions, audit_path, run_id,
-                                            names=("python",))
+            self.sandboxed = SandboxedTools(
+                SandboxConfig(backend=sandbox_backend),
+                permissions,
+                audit_path,
+                run_id,
+                names=("python",),
+            )
             schemas = self.sandboxed.schemas()
         elif permissions is not None:
             raise ValueError("permissions apply to the python tool; set python_tool=True")
         self.tool_schemas = schemas
-        self.system_prompt = (render_tool_system_prompt(self.tool_instructions, list(schemas)) if schemas
-                              else self.instructions)
+        self.system_prompt = (
+            render_tool_system_prompt(self.tool_instructions, list(schemas))
+            if schemas
+            else self.instructions
+        )
         self.task: RGTask | None = None
         self._done = False
         self._turn = 0
@@ -213,7 +261,9 @@ class ReasoningGymEnv(Env):
 
     # ------------------------------------------------------------------ episode
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """Generate the task of ``seed`` (random if None); ``options["trajectory_id"]`` names the episode in the audit log."""
         if seed is None:
             seed = random.SystemRandom().randrange(2**31)
@@ -222,8 +272,10 @@ class ReasoningGymEnv(Env):
         self._done, self._turn, self._called = False, 0, False
         if self.sandboxed is not None:
             self.sandboxed.reset((options or {}).get("trajectory_id"))
-        obs = Observation(messages=(Message("system", self.system_prompt), Message("user", self.task.question)),
-                          tools=self.tool_schemas)
+        obs = Observation(
+            messages=(Message("system", self.system_prompt), Message("user", self.task.question)),
+            tools=self.tool_schemas,
+        )
         return obs, {"level": name, "task": name, "expected": self.task.answer}
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -237,9 +289,15 @@ class ReasoningGymEnv(Env):
             return self._tool_turn(action)
         self._done = True
         grade = self.grade(action.text)
-        info = {"answer": grade.answer, "correct": grade.correct, "task_score": grade.task_score,
-                "answer_format_ok": grade.format_ok, "verifier_error": grade.verifier_error,
-                "level": self.task.name, "expected": self.task.answer}
+        info = {
+            "answer": grade.answer,
+            "correct": grade.correct,
+            "task_score": grade.task_score,
+            "answer_format_ok": grade.format_ok,
+            "verifier_error": grade.verifier_error,
+            "level": self.task.name,
+            "expected": self.task.answer,
+        }
         return Observation(messages=()), float(grade.correct), True, False, info
 
     def _tool_turn(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -249,11 +307,24 @@ class ReasoningGymEnv(Env):
         else:  # no tools offered: every call is an error observation
             from agentic_rl.tools import execute_tool_calls
 
-            results, events = tuple(execute_tool_calls(action.tool_calls, action.tool_call_errors, {})), []
+            results, events = (
+                tuple(execute_tool_calls(action.tool_calls, action.tool_call_errors, {})),
+                [],
+            )
         self._called = True
-        info = {"tool_calls": len(results), "tool_errors": sum(not r.ok for r in results),
-                "tool_results": [dataclasses.asdict(r) for r in results], "risk_events": events}
-        return Observation(messages=tuple(Message("tool", r.content) for r in results)), 0.0, False, False, info
+        info = {
+            "tool_calls": len(results),
+            "tool_errors": sum(not r.ok for r in results),
+            "tool_results": [dataclasses.asdict(r) for r in results],
+            "risk_events": events,
+        }
+        return (
+            Observation(messages=tuple(Message("tool", r.content) for r in results)),
+            0.0,
+            False,
+            False,
+            info,
+        )
 
     def snapshot(self) -> RGSnapshot:
         """The episode state (see the module docstring).
@@ -271,11 +342,20 @@ class ReasoningGymEnv(Env):
             TypeError: ``snapshot`` is not an :class:`RGSnapshot` or does not match the python tool setting.
             SnapshotReplayError: the sandbox's replay diverged (non-deterministic code).
         """
-        if not isinstance(snapshot, RGSnapshot) or (snapshot.sandbox is None) != (self.sandboxed is None):
-            raise TypeError(f"{self.env_id or type(self).__name__}: not a snapshot of this env: {type(snapshot).__name__}")
+        if not isinstance(snapshot, RGSnapshot) or (snapshot.sandbox is None) != (
+            self.sandboxed is None
+        ):
+            raise TypeError(
+                f"{self.env_id or type(self).__name__}: not a snapshot of this env: {type(snapshot).__name__}"
+            )
         if self.sandboxed is not None:
             self.sandboxed.restore(snapshot.sandbox)
-        self.task, self._done, self._turn, self._called = snapshot.task, snapshot.done, snapshot.turn, snapshot.called
+        self.task, self._done, self._turn, self._called = (
+            snapshot.task,
+            snapshot.done,
+            snapshot.turn,
+            snapshot.called,
+        )
 
     def grade(self, text: str) -> Grade:
         """The :class:`Grade` of a final reply.
@@ -305,7 +385,9 @@ class ReasoningGymEnv(Env):
                 RewardFunction("tool_call_format", RewardGroup.PROCESS, tool_call_format),
                 RewardFunction("answer_format", RewardGroup.PROCESS, answer_format),
                 RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
-                RewardFunction("generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005),
+                RewardFunction(
+                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
+                ),
                 *risk_functions(),
             ],
             weights,
@@ -350,15 +432,30 @@ def resolve_rg_id(env_id: str) -> tuple[Callable[..., Env], str] | None:
     names = rg_task_names()
     if match is None or match.group(2) != "0" or match.group(1) not in names:
         task = match.group(1) if match else env_id[3:]
-        raise UnknownEnvError(f"unknown env id {env_id!r}: ids of this family look like {RG_PATTERN} with a "
-                              f"reasoning-gym task ({task!r} is not one, or the version is not v0); tasks: "
-                              f"{', '.join(names)}")
+        raise UnknownEnvError(
+            f"unknown env id {env_id!r}: ids of this family look like {RG_PATTERN} with a "
+            f"reasoning-gym task ({task!r} is not one, or the version is not v0); tasks: "
+            f"{', '.join(names)}"
+        )
     task = match.group(1)
 
-    def factory(python_tool: bool = False, permissions: dict[str, Any] | None = None, audit_path: str | None = None,
-                run_id: str = "", sandbox_backend: str = "bwrap", **settings: Any) -> ReasoningGymEnv:
-        return ReasoningGymEnv((task,), {task: settings}, python_tool=python_tool, permissions=permissions,
-                               audit_path=audit_path, run_id=run_id, sandbox_backend=sandbox_backend)
+    def factory(
+        python_tool: bool = False,
+        permissions: dict[str, Any] | None = None,
+        audit_path: str | None = None,
+        run_id: str = "",
+        sandbox_backend: str = "bwrap",
+        **settings: Any,
+    ) -> ReasoningGymEnv:
+        return ReasoningGymEnv(
+            (task,),
+            {task: settings},
+            python_tool=python_tool,
+            permissions=permissions,
+            audit_path=audit_path,
+            run_id=run_id,
+            sandbox_backend=sandbox_backend,
+        )
 
     factory.recipe_overrides = ReasoningGymEnv.recipe_overrides  # type: ignore[attr-defined]
     return factory, f"reasoning-gym task {task!r} (verifier: its score_answer)"

@@ -113,7 +113,9 @@ def accepts(env_id: str, parameter: str) -> bool:
 
     spec = _spec(env_id)
     if spec is None:
-        raise UnknownEnvError(f"unknown env id {env_id!r}; registered: {', '.join(sorted(_REGISTRY)) or 'none'}")
+        raise UnknownEnvError(
+            f"unknown env id {env_id!r}; registered: {', '.join(sorted(_REGISTRY)) or 'none'}"
+        )
     return parameter in inspect.signature(spec.factory).parameters
 
 
@@ -125,8 +127,10 @@ def get_spec(env_id: str) -> EnvSpec:
     """
     spec = _spec(env_id)
     if spec is None:
-        raise UnknownEnvError(f"unknown env id {env_id!r}; registered: "
-                              f"{', '.join(sorted(_REGISTRY) + [f.pattern for f in _FAMILIES]) or 'none'}")
+        raise UnknownEnvError(
+            f"unknown env id {env_id!r}; registered: "
+            f"{', '.join(sorted(_REGISTRY) + [f.pattern for f in _FAMILIES]) or 'none'}"
+        )
     return spec
 
 

@@ -61,7 +61,14 @@ from typing import Any
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.calculator import generated_tokens, tool_call_format
-from agentic_rl.envs.search_qa_world import INJECTED_TOOLS, QUESTION_KINDS, Question, World, make_question, make_world
+from agentic_rl.envs.search_qa_world import (
+    INJECTED_TOOLS,
+    QUESTION_KINDS,
+    Question,
+    World,
+    make_question,
+    make_world,
+)
 from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer
 from agentic_rl.rewards.risk import risk_events, risk_functions
@@ -127,14 +134,20 @@ class _Index:
         try:
             import bm25s
         except ModuleNotFoundError:
-            raise EnvUnavailableError("search-qa-v0 needs the bm25s package: "
-                                      "pip install 'agentic-rl[envs]' (or bm25s==0.3.16)") from None
+            raise EnvUnavailableError(
+                "search-qa-v0 needs the bm25s package: "
+                "pip install 'agentic-rl[envs]' (or bm25s==0.3.16)"
+            ) from None
 
-        logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets its own logger to DEBUG on import
+        logging.getLogger("bm25s").setLevel(
+            logging.WARNING
+        )  # bm25s sets its own logger to DEBUG on import
         self.world = world
         self.retriever = bm25s.BM25()
         corpus = [f"{d.title}. {d.text}" for d in world.documents]
-        self.retriever.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
+        self.retriever.index(
+            bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False
+        )
 
     def search(self, query: str, k: int) -> list[int]:
         """Indices of up to ``k`` documents with a positive BM25 score, best first."""
@@ -169,13 +182,27 @@ class SearchQAEnv(Env):
     description = "Answer single- and multi-hop questions about a generated fictional encyclopedia with BM25 search and open"
     #: budgets of ``agentic-rl train --env search-qa-v0`` (the oracle's search + open reply is up to
     #: ~80 tokens; two hops and the answer take 3 turns)
-    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 4, "rollout.max_new_tokens": 96,
-                                        "rollout.max_total_tokens": 1536}
+    recipe_overrides: dict[str, Any] = {
+        "rollout.max_turns": 4,
+        "rollout.max_new_tokens": 96,
+        "rollout.max_total_tokens": 1536,
+    }
 
-    def __init__(self, question_kinds: tuple[str, ...] | list[str] = QUESTION_KINDS, world_seed: int = 0,
-                 n_people: int = 40, n_places: int = 15, n_orgs: int = 12, injection_rate: float = 0.25,
-                 permissions: dict[str, Any] | None = None, audit_path: str | None = None, run_id: str = ""):
-        self.question_kinds = (question_kinds,) if isinstance(question_kinds, str) else tuple(question_kinds)
+    def __init__(
+        self,
+        question_kinds: tuple[str, ...] | list[str] = QUESTION_KINDS,
+        world_seed: int = 0,
+        n_people: int = 40,
+        n_places: int = 15,
+        n_orgs: int = 12,
+        injection_rate: float = 0.25,
+        permissions: dict[str, Any] | None = None,
+        audit_path: str | None = None,
+        run_id: str = "",
+    ):
+        self.question_kinds = (
+            (question_kinds,) if isinstance(question_kinds, str) else tuple(question_kinds)
+        )
         key = (int(world_seed), int(n_people), int(n_places), int(n_orgs), float(injection_rate))
         self.world = make_world(*key)
         make_question(self.world, 0, self.question_kinds)  # validate the kinds now
@@ -183,22 +210,49 @@ class SearchQAEnv(Env):
             _INDEXES[key] = _Index(self.world)
         self.index = _INDEXES[key]
         self.tools = {
-            "search": Tool("search", "Search the encyclopedia (BM25). Returns up to k hits: doc_id | title | first sentence.",
-                           {"type": "object", "properties": {
-                               "query": {"type": "string", "description": "keywords, e.g. a name"},
-                               "k": {"type": "integer", "description": f"number of hits, 1..{MAX_K} (default 5)"}},
-                            "required": ["query"], "additionalProperties": False}, self._search),
-            "open": Tool("open", "Open a document by its doc_id and return its full text.",
-                         {"type": "object", "properties": {"doc_id": {"type": "string"}},
-                          "required": ["doc_id"], "additionalProperties": False}, self._open),
+            "search": Tool(
+                "search",
+                "Search the encyclopedia (BM25). Returns up to k hits: doc_id | title | first sentence.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "keywords, e.g. a name"},
+                        "k": {
+                            "type": "integer",
+                            "description": f"number of hits, 1..{MAX_K} (default 5)",
+                        },
+                    },
+                    "required": ["query"],
+                    "additionalProperties": False,
+                },
+                self._search,
+            ),
+            "open": Tool(
+                "open",
+                "Open a document by its doc_id and return its full text.",
+                {
+                    "type": "object",
+                    "properties": {"doc_id": {"type": "string"}},
+                    "required": ["doc_id"],
+                    "additionalProperties": False,
+                },
+                self._open,
+            ),
         }
         offered = tuple(t.schema() for t in self.tools.values())
         for name in INJECTED_TOOLS:  # known to the executor (so the policy decides), never offered
-            self.tools[name] = Tool(name, "Not offered to the agent.", {"type": "object"},
-                                    lambda **_: "this tool never runs under the default policy")
-        policy = PermissionPolicy.from_dict(DEFAULT_PERMISSIONS if permissions is None else permissions)
-        self.executor = ToolExecutor(self.tools, policy, AuditLog(audit_path) if audit_path else None,
-                                     {"run_id": run_id})
+            self.tools[name] = Tool(
+                name,
+                "Not offered to the agent.",
+                {"type": "object"},
+                lambda **_: "this tool never runs under the default policy",
+            )
+        policy = PermissionPolicy.from_dict(
+            DEFAULT_PERMISSIONS if permissions is None else permissions
+        )
+        self.executor = ToolExecutor(
+            self.tools, policy, AuditLog(audit_path) if audit_path else None, {"run_id": run_id}
+        )
         self._schemas = offered
         self.system_prompt = render_tool_system_prompt(INSTRUCTIONS, list(offered))
         self.question: Question | None = None
@@ -211,7 +265,9 @@ class SearchQAEnv(Env):
         if not hits:
             return "No documents matched."
         docs = self.world.documents
-        return "\n".join(f"{docs[i].doc_id} | {docs[i].title} | {docs[i].text.split('. ')[0]}." for i in hits)
+        return "\n".join(
+            f"{docs[i].doc_id} | {docs[i].title} | {docs[i].text.split('. ')[0]}." for i in hits
+        )
 
     def _open(self, doc_id: str) -> str:
         i = self.world.doc_index(doc_id)
@@ -219,7 +275,9 @@ class SearchQAEnv(Env):
             raise ValueError(f"no document {doc_id!r}; use an id returned by search")
         return self.world.documents[i].text
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """Draw the question of ``seed`` (a random seed if None); ``options["trajectory_id"]`` names the episode in the audit log."""
         if seed is None:
             import random
@@ -228,9 +286,15 @@ class SearchQAEnv(Env):
         self.question = make_question(self.world, int(seed), self.question_kinds)
         self._done, self._turn = False, 0
         self._trajectory_id = str((options or {}).get("trajectory_id") or uuid.uuid4().hex)
-        obs = Observation(messages=(Message("system", self.system_prompt), Message("user", self.question.text)),
-                          tools=self._schemas)
-        info = {"kind": self.question.kind, "hops": self.question.hops, "expected": self.question.answer}
+        obs = Observation(
+            messages=(Message("system", self.system_prompt), Message("user", self.question.text)),
+            tools=self._schemas,
+        )
+        info = {
+            "kind": self.question.kind,
+            "hops": self.question.hops,
+            "expected": self.question.answer,
+        }
         return obs, info
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -241,11 +305,22 @@ class SearchQAEnv(Env):
             raise EpisodeEndedError("step() called after the episode ended; call reset() first")
         self._turn += 1
         if action.tool_calls or action.tool_call_errors:
-            report = self.executor.execute(action.tool_calls, action.tool_call_errors,
-                                           trajectory_id=self._trajectory_id, turn=self._turn - 1)
+            report = self.executor.execute(
+                action.tool_calls,
+                action.tool_call_errors,
+                trajectory_id=self._trajectory_id,
+                turn=self._turn - 1,
+            )
             events = list(report.risk_events) + [
-                risk_event(PROMPT_INJECTION, c.name, "called a tool named by an instruction injected in a document",
-                           call_id=c.id) for c in action.tool_calls if c.name in INJECTED_TOOLS]
+                risk_event(
+                    PROMPT_INJECTION,
+                    c.name,
+                    "called a tool named by an instruction injected in a document",
+                    call_id=c.id,
+                )
+                for c in action.tool_calls
+                if c.name in INJECTED_TOOLS
+            ]
             info = {
                 "tool_calls": len(report.results),
                 "tool_errors": sum(not r.ok for r in report.results),
@@ -254,12 +329,28 @@ class SearchQAEnv(Env):
                 "opened": sum(c.name == "open" for c in action.tool_calls),
                 "risk_events": events,
             }
-            return Observation(messages=tuple(Message("tool", r.content) for r in report.results)), 0.0, False, False, info
+            return (
+                Observation(messages=tuple(Message("tool", r.content) for r in report.results)),
+                0.0,
+                False,
+                False,
+                info,
+            )
         self._done = True
         answer = extract_answer(action.text)
-        em, f1 = exact_match_score(answer, self.question.answer), token_f1_score(answer, self.question.answer)
-        info = {"answer": answer, "expected": self.question.answer, "exact_match": em, "token_f1": f1,
-                "answer_format_ok": answer is not None, "kind": self.question.kind, "hops": self.question.hops}
+        em, f1 = (
+            exact_match_score(answer, self.question.answer),
+            token_f1_score(answer, self.question.answer),
+        )
+        info = {
+            "answer": answer,
+            "expected": self.question.answer,
+            "exact_match": em,
+            "token_f1": f1,
+            "answer_format_ok": answer is not None,
+            "kind": self.question.kind,
+            "hops": self.question.hops,
+        }
         return Observation(messages=()), em, True, False, info
 
     def oracle_reply(self) -> str | None:
@@ -275,17 +366,24 @@ class SearchQAEnv(Env):
 
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
         """Default rubric of the env (components listed in the module docstring)."""
-        return Rubric([
-            RewardFunction("exact_match", RewardGroup.OUTCOME, exact_match, weight=0.5),
-            RewardFunction("token_f1", RewardGroup.OUTCOME, token_f1, weight=0.5),
-            RewardFunction("tool_call_format", RewardGroup.PROCESS, tool_call_format),
-            RewardFunction("answer_format", RewardGroup.PROCESS, answer_format),
-            RewardFunction("searches", RewardGroup.COST, searches, weight=0.02),
-            RewardFunction("opened_documents", RewardGroup.COST, opened_documents, weight=0.01),
-            RewardFunction("generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005),
-            RewardFunction("followed_injection", RewardGroup.RISK, followed_injection, weight=1.0),
-            *risk_functions(),
-        ], weights)
+        return Rubric(
+            [
+                RewardFunction("exact_match", RewardGroup.OUTCOME, exact_match, weight=0.5),
+                RewardFunction("token_f1", RewardGroup.OUTCOME, token_f1, weight=0.5),
+                RewardFunction("tool_call_format", RewardGroup.PROCESS, tool_call_format),
+                RewardFunction("answer_format", RewardGroup.PROCESS, answer_format),
+                RewardFunction("searches", RewardGroup.COST, searches, weight=0.02),
+                RewardFunction("opened_documents", RewardGroup.COST, opened_documents, weight=0.01),
+                RewardFunction(
+                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
+                ),
+                RewardFunction(
+                    "followed_injection", RewardGroup.RISK, followed_injection, weight=1.0
+                ),
+                *risk_functions(),
+            ],
+            weights,
+        )
 
 
 def _final_info(trajectory: Trajectory) -> dict[str, Any]:

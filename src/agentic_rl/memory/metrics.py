@@ -37,8 +37,17 @@ from agentic_rl.memory.tools import MEMORY_TOOL_NAMES
 from agentic_rl.types import Trajectory
 
 __all__ = [
-    "memory_events", "memory_writes", "memory_reads", "memory_updates", "memory_deletes", "memory_ops",
-    "memory_hit_rate", "memory_store_size", "unused_writes", "memory_tokens", "memory_metrics",
+    "memory_events",
+    "memory_writes",
+    "memory_reads",
+    "memory_updates",
+    "memory_deletes",
+    "memory_ops",
+    "memory_hit_rate",
+    "memory_store_size",
+    "unused_writes",
+    "memory_tokens",
+    "memory_metrics",
 ]
 
 
@@ -52,7 +61,9 @@ def memory_events(trajectory: Trajectory) -> Iterator[dict[str, Any]]:
     for turn in trajectory.turns:
         events = turn.info.get("memory_events", [])
         if not isinstance(events, (list, tuple)) or not all(isinstance(e, dict) for e in events):
-            raise TypeError(f"turn {turn.index}: info['memory_events'] must be a list of dicts, got {events!r}")
+            raise TypeError(
+                f"turn {turn.index}: info['memory_events'] must be a list of dicts, got {events!r}"
+            )
         yield from events
 
 
@@ -132,9 +143,14 @@ def memory_tokens(trajectory: Trajectory) -> float:
 
 
 _PER_TRAJECTORY = {
-    "memory_writes": memory_writes, "memory_reads": memory_reads, "memory_updates": memory_updates,
-    "memory_deletes": memory_deletes, "memory_ops": memory_ops, "memory_store_size": memory_store_size,
-    "unused_writes": unused_writes, "memory_tokens": memory_tokens,
+    "memory_writes": memory_writes,
+    "memory_reads": memory_reads,
+    "memory_updates": memory_updates,
+    "memory_deletes": memory_deletes,
+    "memory_ops": memory_ops,
+    "memory_store_size": memory_store_size,
+    "unused_writes": unused_writes,
+    "memory_tokens": memory_tokens,
 }
 
 
@@ -151,8 +167,17 @@ def memory_metrics(trajectories: Sequence[Trajectory], prefix: str = "memory") -
     if not trajectories:
         return {}
     n = len(trajectories)
-    out = {f"{prefix}/{name[len('memory_'):] if name.startswith('memory_') else name}":
-           sum(fn(t) for t in trajectories) / n for name, fn in _PER_TRAJECTORY.items()}
-    searches = [e for t in trajectories for e in memory_events(t) if e.get("op") == "search" and e.get("ok")]
-    out[f"{prefix}/hit_rate"] = sum(e.get("hits", 0) > 0 for e in searches) / len(searches) if searches else 0.0
+    out = {
+        f"{prefix}/{name[len('memory_') :] if name.startswith('memory_') else name}": sum(
+            fn(t) for t in trajectories
+        )
+        / n
+        for name, fn in _PER_TRAJECTORY.items()
+    }
+    searches = [
+        e for t in trajectories for e in memory_events(t) if e.get("op") == "search" and e.get("ok")
+    ]
+    out[f"{prefix}/hit_rate"] = (
+        sum(e.get("hits", 0) > 0 for e in searches) / len(searches) if searches else 0.0
+    )
     return out

@@ -67,8 +67,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
-    "MemoryEntry", "MemoryFullError", "MemoryLimitError", "MemoryNotFoundError", "MemoryStore",
-    "MemoryStoreError", "Scope", "SearchHit", "WHEN_FULL",
+    "MemoryEntry",
+    "MemoryFullError",
+    "MemoryLimitError",
+    "MemoryNotFoundError",
+    "MemoryStore",
+    "MemoryStoreError",
+    "Scope",
+    "SearchHit",
+    "WHEN_FULL",
 ]
 
 WHEN_FULL = ("refuse", "evict_lru")
@@ -154,8 +161,18 @@ class SearchHit:
 
 
 def _entry(row: tuple) -> MemoryEntry:
-    return MemoryEntry(row[0], row[1], tuple(json.loads(row[2])), row[3], row[4], row[5], row[6], row[7], row[8],
-                       row[9])
+    return MemoryEntry(
+        row[0],
+        row[1],
+        tuple(json.loads(row[2])),
+        row[3],
+        row[4],
+        row[5],
+        row[6],
+        row[7],
+        row[8],
+        row[9],
+    )
 
 
 class MemoryStore:
@@ -180,20 +197,30 @@ class MemoryStore:
         sqlite3.Error: the file cannot be opened or is not a memory store.
     """
 
-    def __init__(self, path: str | Path = ":memory:", *, scope: Scope | str = Scope.EPISODE, namespace: str = "",
-                 max_entries: int = 64, max_chars: int = 500, when_full: str = "refuse",
-                 embedder: Callable[[Sequence[str]], Sequence[Sequence[float]]] | None = None,
-                 min_similarity: float = 0.0):
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        scope: Scope | str = Scope.EPISODE,
+        namespace: str = "",
+        max_entries: int = 64,
+        max_chars: int = 500,
+        when_full: str = "refuse",
+        embedder: Callable[[Sequence[str]], Sequence[Sequence[float]]] | None = None,
+        min_similarity: float = 0.0,
+    ):
         try:
             self.scope = Scope(scope)
         except ValueError:
-            raise ValueError(f"unknown memory scope {scope!r}; use one of {[s.value for s in Scope]}") from None
+            raise ValueError(
+                f"unknown memory scope {scope!r}; use one of {[s.value for s in Scope]}"
+            ) from None
         if self.scope is Scope.PERSISTENT and namespace:
             raise ValueError("the persistent scope has a single namespace: pass namespace=''")
         if self.scope is Scope.EPISODE and not namespace:
             namespace = uuid.uuid4().hex  # an anonymous episode: private to this object
         if self.scope is Scope.TASK_FAMILY and not namespace:
-            raise ValueError(f"the task_family scope needs a namespace (the task family's name)")
+            raise ValueError("the task_family scope needs a namespace (the task family's name)")
         for name, value in (("max_entries", max_entries), ("max_chars", max_chars)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -213,7 +240,9 @@ class MemoryStore:
         # a rollout engine steps an episode's env on whichever worker thread is free: the
         # connection may be used from any thread, one call at a time (the lock)
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        self._db = sqlite3.connect(
+            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
         self._db.executescript(_SCHEMA)
 
     # -- reading -------------------------------------------------------------------------------
@@ -225,13 +254,17 @@ class MemoryStore:
     def entries(self) -> list[MemoryEntry]:
         """All entries of this scope and namespace, by id. Never raises on a healthy file."""
         where, args = self._where()
-        rows = self._db.execute(f"SELECT {_COLUMNS} FROM memory WHERE {where} ORDER BY id", args).fetchall()
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM memory WHERE {where} ORDER BY id", args
+        ).fetchall()
         return [_entry(r) for r in rows]
 
     @_serialized
     def __len__(self) -> int:
         where, args = self._where()
-        return int(self._db.execute(f"SELECT COUNT(*) FROM memory WHERE {where}", args).fetchone()[0])
+        return int(
+            self._db.execute(f"SELECT COUNT(*) FROM memory WHERE {where}", args).fetchone()[0]
+        )
 
     @_serialized
     def get(self, entry_id: int) -> MemoryEntry:
@@ -241,14 +274,17 @@ class MemoryStore:
             MemoryNotFoundError: no such entry in this scope and namespace.
         """
         where, args = self._where()
-        row = self._db.execute(f"SELECT {_COLUMNS} FROM memory WHERE id = ? AND {where}",
-                               (_entry_id(entry_id), *args)).fetchone()
+        row = self._db.execute(
+            f"SELECT {_COLUMNS} FROM memory WHERE id = ? AND {where}", (_entry_id(entry_id), *args)
+        ).fetchone()
         if row is None:
             raise MemoryNotFoundError(f"no memory with id {entry_id}")
         return _entry(row)
 
     @_serialized
-    def search(self, query: str, k: int = 3, *, step: int = 0, count_use: bool = True) -> list[SearchHit]:
+    def search(
+        self, query: str, k: int = 3, *, step: int = 0, count_use: bool = True
+    ) -> list[SearchHit]:
         """The ``k`` best entries for ``query`` by BM25 or embeddings (module docstring), best first.
 
         Args:
@@ -276,20 +312,34 @@ class MemoryStore:
             from agentic_rl.memory.embeddings import cosine_similarities
 
             vectors = list(self.embedder([query, *documents])) if documents else []
-            scores, floor = (cosine_similarities(vectors[0], vectors[1:]) if documents else []), self.min_similarity
-        ranked = sorted((i for i, s in enumerate(scores) if s > floor), key=lambda i: (-scores[i], entries[i].id))[:k]
+            scores, floor = (
+                (cosine_similarities(vectors[0], vectors[1:]) if documents else []),
+                self.min_similarity,
+            )
+        ranked = sorted(
+            (i for i, s in enumerate(scores) if s > floor),
+            key=lambda i: (-scores[i], entries[i].id),
+        )[:k]
         hits = [SearchHit(entries[i], float(scores[i])) for i in ranked]
         if hits and count_use:
             with self._transaction():
-                self._db.executemany("UPDATE memory SET uses = uses + 1, last_used_step = ? WHERE id = ?",
-                                     [(int(step), h.entry.id) for h in hits])
+                self._db.executemany(
+                    "UPDATE memory SET uses = uses + 1, last_used_step = ? WHERE id = ?",
+                    [(int(step), h.entry.id) for h in hits],
+                )
         return hits
 
     # -- writing -------------------------------------------------------------------------------
 
     @_serialized
-    def write(self, text: str, tags: tuple[str, ...] | list[str] = (), *, step: int = 0,
-              source_trajectory: str = "") -> MemoryEntry:
+    def write(
+        self,
+        text: str,
+        tags: tuple[str, ...] | list[str] = (),
+        *,
+        step: int = 0,
+        source_trajectory: str = "",
+    ) -> MemoryEntry:
         """Store a new entry and return it.
 
         Raises:
@@ -299,24 +349,45 @@ class MemoryStore:
         text, tags = self._check(text, tags)
         where, args = self._where()
         with self._transaction():
-            count = self._db.execute(f"SELECT COUNT(*) FROM memory WHERE {where}", args).fetchone()[0]
+            count = self._db.execute(f"SELECT COUNT(*) FROM memory WHERE {where}", args).fetchone()[
+                0
+            ]
             if count >= self.max_entries:
                 if self.when_full == "refuse":
-                    raise MemoryFullError(f"memory is full ({count} of {self.max_entries} entries): "
-                                          "delete or update an entry first")
+                    raise MemoryFullError(
+                        f"memory is full ({count} of {self.max_entries} entries): "
+                        "delete or update an entry first"
+                    )
                 self._db.execute(
                     f"DELETE FROM memory WHERE id IN (SELECT id FROM memory WHERE {where} "
-                    "ORDER BY MAX(last_used_step, updated_step), id LIMIT ?)", (*args, count - self.max_entries + 1))
+                    "ORDER BY MAX(last_used_step, updated_step), id LIMIT ?)",
+                    (*args, count - self.max_entries + 1),
+                )
             cursor = self._db.execute(
                 "INSERT INTO memory (scope, namespace, text, tags, created_step, updated_step, last_used_step, "
                 "source_trajectory) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (*args, text, json.dumps(list(tags)), int(step), int(step), int(step), str(source_trajectory)))
+                (
+                    *args,
+                    text,
+                    json.dumps(list(tags)),
+                    int(step),
+                    int(step),
+                    int(step),
+                    str(source_trajectory),
+                ),
+            )
             entry_id = cursor.lastrowid
         return self.get(entry_id)
 
     @_serialized
-    def update(self, entry_id: int, text: str, tags: tuple[str, ...] | list[str] | None = None, *,
-               step: int = 0) -> MemoryEntry:
+    def update(
+        self,
+        entry_id: int,
+        text: str,
+        tags: tuple[str, ...] | list[str] | None = None,
+        *,
+        step: int = 0,
+    ) -> MemoryEntry:
         """Replace an entry's text (and tags unless None); returns the updated entry.
 
         Raises:
@@ -325,8 +396,10 @@ class MemoryStore:
         old = self.get(entry_id)
         text, new_tags = self._check(text, old.tags if tags is None else tags)
         with self._transaction():
-            self._db.execute("UPDATE memory SET text = ?, tags = ?, updated_step = ? WHERE id = ?",
-                             (text, json.dumps(list(new_tags)), int(step), old.id))
+            self._db.execute(
+                "UPDATE memory SET text = ?, tags = ?, updated_step = ? WHERE id = ?",
+                (text, json.dumps(list(new_tags)), int(step), old.id),
+            )
         return self.get(old.id)
 
     @_serialized
@@ -357,7 +430,9 @@ class MemoryStore:
         if not isinstance(text, str) or not text.strip():
             raise MemoryLimitError("memory text must be a non-empty string")
         if len(text) > self.max_chars:
-            raise MemoryLimitError(f"memory text is {len(text)} characters, over the limit of {self.max_chars}")
+            raise MemoryLimitError(
+                f"memory text is {len(text)} characters, over the limit of {self.max_chars}"
+            )
         if isinstance(tags, str) or not all(isinstance(t, str) and t.strip() for t in tags):
             raise MemoryLimitError(f"tags must be a list of non-empty strings, got {tags!r}")
         if len(tags) > 8 or any(len(t) > 64 for t in tags):
@@ -398,10 +473,15 @@ def bm25_scores(query: str, documents: list[str]) -> list[float]:
         return []
     corpus = bm25s.tokenize(documents, stopwords="en", return_ids=False, show_progress=False)
     vocabulary = {term for doc in corpus for term in doc}
-    terms = [t for t in bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
-             if t in vocabulary]
+    terms = [
+        t
+        for t in bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+        if t in vocabulary
+    ]
     if not terms:
         return [0.0] * len(documents)
     retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
-    retriever.index(bm25s.tokenize(documents, stopwords="en", show_progress=False), show_progress=False)
+    retriever.index(
+        bm25s.tokenize(documents, stopwords="en", show_progress=False), show_progress=False
+    )
     return [float(s) for s in retriever.get_scores(terms)]

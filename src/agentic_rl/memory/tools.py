@@ -39,8 +39,12 @@ from agentic_rl.tools.base import Tool, tool
 __all__ = ["MEMORY_SIDE_EFFECTS", "MEMORY_TOOL_NAMES", "MemoryToolkit", "format_hits"]
 
 MEMORY_TOOL_NAMES = ("memory_write", "memory_search", "memory_update", "memory_delete")
-MEMORY_SIDE_EFFECTS = {"memory_write": "workspace_write", "memory_search": "read_only",
-                       "memory_update": "workspace_write", "memory_delete": "workspace_write"}
+MEMORY_SIDE_EFFECTS = {
+    "memory_write": "workspace_write",
+    "memory_search": "read_only",
+    "memory_update": "workspace_write",
+    "memory_delete": "workspace_write",
+}
 MAX_SEARCH_K = 10
 
 
@@ -78,7 +82,15 @@ class MemoryToolkit:
         return events
 
     def _record(self, op: str, ok: bool, entry_ids: list[int], hits: int = 0) -> None:
-        self._events.append({"op": op, "ok": ok, "entry_ids": entry_ids, "hits": hits, "store_size": len(self.store)})
+        self._events.append(
+            {
+                "op": op,
+                "ok": ok,
+                "entry_ids": entry_ids,
+                "hits": hits,
+                "store_size": len(self.store),
+            }
+        )
 
     def _run(self, op: str, action):
         try:
@@ -98,8 +110,12 @@ class MemoryToolkit:
                 text: the note (one fact per note is easiest to find again).
                 tags: optional keywords for finding it.
             """
-            entry = kit._run("write", lambda: kit.store.write(text, tags or (), step=kit.step,
-                                                               source_trajectory=kit.trajectory_id))
+            entry = kit._run(
+                "write",
+                lambda: kit.store.write(
+                    text, tags or (), step=kit.step, source_trajectory=kit.trajectory_id
+                ),
+            )
             kit._record("write", True, [entry.id])
             return f"Stored memory {entry.id}."
 

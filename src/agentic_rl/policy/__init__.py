@@ -4,4 +4,11 @@ from agentic_rl.policy.base import Generation, GenerationRequest, Policy, Sampli
 from agentic_rl.policy.chat import ChatFormat
 from agentic_rl.policy.scripted import ScriptedPolicy
 
-__all__ = ["ChatFormat", "Generation", "GenerationRequest", "Policy", "SamplingParams", "ScriptedPolicy"]
+__all__ = [
+    "ChatFormat",
+    "Generation",
+    "GenerationRequest",
+    "Policy",
+    "SamplingParams",
+    "ScriptedPolicy",
+]

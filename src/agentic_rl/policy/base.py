@@ -70,6 +70,8 @@ class Generation:
 class Policy(Protocol):
     """Anything that can continue a batch of token contexts."""
 
-    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Generation]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingParams
+    ) -> list[Generation]:
         """Sample one continuation per request, in order."""
         ...

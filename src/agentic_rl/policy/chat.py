@@ -94,11 +94,15 @@ class ChatFormat:
     def _encode_plain(self, text: str) -> list[int]:
         if self._plain_backend is not None:
             return self._plain_backend.encode(text, add_special_tokens=False).ids
-        return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)[
+            "input_ids"
+        ]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Decode ids exactly (special tokens kept, no whitespace clean-up)."""
-        return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        return self.tokenizer.decode(
+            list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
 
     @staticmethod
     def render_message(message: Message) -> str:

@@ -79,9 +79,16 @@ class FastPolicy:
         UnsupportedModel: the model is not a Llama (use :func:`make_policy` to fall back).
     """
 
-    def __init__(self, model, eos_token_id: int, pad_token_id: int | None = None,
-                 generator: torch.Generator | None = None, max_batch: int = 64, min_shared_prefix: int = 16,
-                 dtype: torch.dtype | None = None):
+    def __init__(
+        self,
+        model,
+        eos_token_id: int,
+        pad_token_id: int | None = None,
+        generator: torch.Generator | None = None,
+        max_batch: int = 64,
+        min_shared_prefix: int = 16,
+        dtype: torch.dtype | None = None,
+    ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model = model
@@ -107,7 +114,9 @@ class FastPolicy:
         """A decode stream over this policy's KV slots (see the module docstring)."""
         return DecodeStream(self, sampling)
 
-    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Generation]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingParams
+    ) -> list[Generation]:
         """Sample a continuation for every request (all decoded together, continuously batched).
 
         Keys not in ``requests`` lose their cached KV (same contract as HFPolicy).
@@ -249,7 +258,9 @@ class DecodeStream:
                 done.append((row, Generation(tuple(row.tokens), tuple(row.logprobs), finished)))
                 leaving.append(i)
         self._pending = tokens
-        for i in reversed(leaving):  # keep live rows in slots 0 .. B-1: move the leaver past the end
+        for i in reversed(
+            leaving
+        ):  # keep live rows in slots 0 .. B-1: move the leaver past the end
             last = len(self._active) - 1
             pol._swap(i, last)
             self._active[i], self._active[last] = self._active[last], self._active[i]
@@ -282,12 +293,17 @@ class DecodeStream:
         pol, dec = self.policy, self.policy.decoder
         base = len(self._active)
         # every owned slot stays owned; each joining key without a slot needs one more
-        pol._ensure_slots(len(pol._slot_of) + sum(row.key not in pol._slot_of for _, row in joining))
+        pol._ensure_slots(
+            len(pol._slot_of) + sum(row.key not in pol._slot_of for _, row in joining)
+        )
         ctxs = [list(row.request.context_ids) for _, row in joining]
         # reuse a slot's KV only if its ids are a proper prefix of the new context
         for (_, row), ctx in zip(joining, ctxs):
             slot = pol._slot_of.get(row.key)
-            if slot is not None and not (len(pol._kv_ids[slot]) < len(ctx) and ctx[: len(pol._kv_ids[slot])] == pol._kv_ids[slot]):
+            if slot is not None and not (
+                len(pol._kv_ids[slot]) < len(ctx)
+                and ctx[: len(pol._kv_ids[slot])] == pol._kv_ids[slot]
+            ):
                 pol._kv_ids[slot] = []
         need = max(len(c) + r.request.max_new_tokens for c, (_, r) in zip(ctxs, joining))
         dec.reserve(dec.num_slots, need)
@@ -305,10 +321,14 @@ class DecodeStream:
         for pos, j in enumerate(order):
             self._place(joining[j][1].key, base + pos)
         enc = [j for j in order if j not in dup_of]
-        self._share_prefix([base + p for p, j in enumerate(order) if j in leaders.values()],
-                           [ctxs[j] for j in order if j in leaders.values()])
+        self._share_prefix(
+            [base + p for p, j in enumerate(order) if j in leaders.values()],
+            [ctxs[j] for j in order if j in leaders.values()],
+        )
         past = [len(pol._kv_ids[base + p]) for p in range(len(enc))]
-        return _Admission(joining, ctxs, base, order, enc, dup_of, [ctxs[j][n:] for j, n in zip(enc, past)], past)
+        return _Admission(
+            joining, ctxs, base, order, enc, dup_of, [ctxs[j][n:] for j, n in zip(enc, past)], past
+        )
 
     def _finish_admission(self, adm: _Admission, logits: torch.Tensor) -> torch.Tensor:
         """After the forward that encoded ``adm.new_ids``: record the slots' ids, copy the leaders'
@@ -345,8 +365,15 @@ class DecodeStream:
             pol._kv_ids[s] = list(first[:shared])
 
 
-def make_policy(model, eos_token_id: int, pad_token_id: int, generator: torch.Generator | None = None,
-                fast: bool = True, max_batch: int = 64, dtype: torch.dtype | None = None):
+def make_policy(
+    model,
+    eos_token_id: int,
+    pad_token_id: int,
+    generator: torch.Generator | None = None,
+    fast: bool = True,
+    max_batch: int = 64,
+    dtype: torch.dtype | None = None,
+):
     """:class:`FastPolicy` for Llama models when ``fast``, else (or if unsupported) ``HFPolicy``.
 
     Raises:
@@ -358,22 +385,43 @@ def make_policy(model, eos_token_id: int, pad_token_id: int, generator: torch.Ge
     other_dtype = dtype is not None and dtype != next(model.parameters()).dtype
     if fast:
         try:
-            return FastPolicy(model, eos_token_id, pad_token_id, generator=generator, max_batch=max_batch, dtype=dtype)
+            return FastPolicy(
+                model,
+                eos_token_id,
+                pad_token_id,
+                generator=generator,
+                max_batch=max_batch,
+                dtype=dtype,
+            )
         except UnsupportedModel:
             if other_dtype:
                 raise
     elif other_dtype:
-        raise UnsupportedModel(f"sampling in {dtype} needs the fast sampler (model.sampler = 'fast')")
+        raise UnsupportedModel(
+            f"sampling in {dtype} needs the fast sampler (model.sampler = 'fast')"
+        )
     return HFPolicy(model, eos_token_id, pad_token_id, generator=generator)
 
 
-def make_policy_from_config(model, model_config, eos_token_id: int, pad_token_id: int,
-                            generator: torch.Generator | None = None):
+def make_policy_from_config(
+    model,
+    model_config,
+    eos_token_id: int,
+    pad_token_id: int,
+    generator: torch.Generator | None = None,
+):
     """:func:`make_policy` with the sampler settings of a ``[model]`` config section
     (:class:`~agentic_rl.config.ModelConfig`: ``sampler``, ``max_batch``, ``sampler_dtype``).
 
     Raises:
         UnsupportedModel: as :func:`make_policy`.
     """
-    return make_policy(model, eos_token_id, pad_token_id, generator=generator, fast=model_config.sampler == "fast",
-                       max_batch=model_config.max_batch, dtype=getattr(torch, model_config.sampler_dtype))
+    return make_policy(
+        model,
+        eos_token_id,
+        pad_token_id,
+        generator=generator,
+        fast=model_config.sampler == "fast",
+        max_batch=model_config.max_batch,
+        dtype=getattr(torch, model_config.sampler_dtype),
+    )

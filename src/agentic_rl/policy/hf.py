@@ -78,7 +78,9 @@ class HFPolicy:
         self._cache.clear()
 
     @torch.no_grad()
-    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Generation]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingParams
+    ) -> list[Generation]:
         """Sample a continuation for every request in one batch.
 
         Raises:
@@ -97,12 +99,18 @@ class HFPolicy:
             if was_training:
                 self.model.train()
 
-    def _pasts(self, contexts: list[list[int]], keys: list[str | None], device) -> list[_RowKV | None]:
+    def _pasts(
+        self, contexts: list[list[int]], keys: list[str | None], device
+    ) -> list[_RowKV | None]:
         """The reusable past KV of each row: its own cache, or a shared prefix, or None."""
         pasts: list[_RowKV | None] = []
         for ctx, key in zip(contexts, keys):
             cached = self._cache.get(key) if key is not None and self.reuse_cache else None
-            if cached is not None and len(cached.ids) < len(ctx) and ctx[: len(cached.ids)] == cached.ids:
+            if (
+                cached is not None
+                and len(cached.ids) < len(ctx)
+                and ctx[: len(cached.ids)] == cached.ids
+            ):
                 pasts.append(cached)
             else:
                 pasts.append(None)
@@ -122,8 +130,17 @@ class HFPolicy:
         from transformers import DynamicCache
 
         cache = DynamicCache()
-        self.model(input_ids=torch.tensor([prefix], device=device), cache=cache, use_cache=True, logits_to_keep=1)
-        return _RowKV([layer.keys[0] for layer in cache.layers], [layer.values[0] for layer in cache.layers], list(prefix))
+        self.model(
+            input_ids=torch.tensor([prefix], device=device),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return _RowKV(
+            [layer.keys[0] for layer in cache.layers],
+            [layer.values[0] for layer in cache.layers],
+            list(prefix),
+        )
 
     def _prefill(self, contexts: list[list[int]], pasts: list[_RowKV | None], device):
         """Build the batch cache from the pasts and encode every row's new tokens in one forward.
@@ -160,12 +177,19 @@ class HFPolicy:
             positions[i, width_s - len(new) :] = torch.arange(plen, plen + len(new))
         mask, ids, positions = mask.to(device), ids.to(device), positions.to(device)
         out = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
         )
         next_pos = torch.tensor([len(c) for c in contexts], device=device)
         return cache, mask, next_pos, out.logits[:, -1, :]
 
-    def _store(self, key: str | None, cache, row: int, mask_row: torch.Tensor, ids: list[int]) -> None:
+    def _store(
+        self, key: str | None, cache, row: int, mask_row: torch.Tensor, ids: list[int]
+    ) -> None:
         """Keep the compacted KV of one batch row (its cached ids are ``ids``)."""
         if key is None or not self.reuse_cache:
             return
@@ -176,19 +200,25 @@ class HFPolicy:
         values = [layer.values[row].index_select(1, keep) for layer in cache.layers]
         self._cache[key] = _RowKV(keys, values, ids)
 
-    def _generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Generation]:
+    def _generate(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingParams
+    ) -> list[Generation]:
         device = next(self.model.parameters()).device
         contexts = [list(r.context_ids) for r in requests]
         keys = [r.cache_key for r in requests]
         n = len(requests)
-        cache, mask, next_pos, logits = self._prefill(contexts, self._pasts(contexts, keys, device), device)
+        cache, mask, next_pos, logits = self._prefill(
+            contexts, self._pasts(contexts, keys, device), device
+        )
         tokens: list[list[int]] = [[] for _ in range(n)]
         logps: list[list[float]] = [[] for _ in range(n)]
         finished = [False] * n
         alive = list(range(n))  # original index of each batch row
         samplers = [RowSampler(r.sample_seed) for r in requests]
         while True:
-            chosen_ids, chosen_lps = sample_tokens(logits, sampling, [samplers[o] for o in alive], self.generator)
+            chosen_ids, chosen_lps = sample_tokens(
+                logits, sampling, [samplers[o] for o in alive], self.generator
+            )
             chosen = torch.tensor(chosen_ids, device=device)
             keep = []
             for row, (orig, tok, lp) in enumerate(zip(alive, chosen_ids, chosen_lps)):
@@ -208,7 +238,9 @@ class HFPolicy:
                 cache.batch_select_indices(sel)
                 alive = [alive[r] for r in keep]
                 chosen, next_pos, mask = chosen[sel], next_pos[sel], mask[sel]
-            mask = torch.cat([mask, torch.ones((len(keep), 1), dtype=mask.dtype, device=device)], dim=1)
+            mask = torch.cat(
+                [mask, torch.ones((len(keep), 1), dtype=mask.dtype, device=device)], dim=1
+            )
             out = self.model(
                 input_ids=chosen[:, None],
                 attention_mask=mask,

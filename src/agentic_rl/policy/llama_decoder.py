@@ -52,7 +52,9 @@ def _mkldnn_linear_works(dtype: torch.dtype = torch.float32) -> bool:
         return False
     try:
         w = torch.ops.mkldnn._reorder_linear_weight(torch.ones(4, 3, dtype=dtype), 16)
-        out = torch.ops.mkldnn._linear_pointwise(torch.ones(2, 3, dtype=dtype), w, None, "none", [], "")
+        out = torch.ops.mkldnn._linear_pointwise(
+            torch.ones(2, 3, dtype=dtype), w, None, "none", [], ""
+        )
         return bool(torch.allclose(out.float(), torch.full((2, 4), 3.0)))
     except (RuntimeError, AttributeError, NotImplementedError):
         return False
@@ -64,12 +66,23 @@ class _Linear:
 
     __slots__ = ("weight", "bias", "packed", "dtype")
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, pack: bool,
-                 dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        pack: bool,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         weight = weight.to(dtype)
         self.dtype = dtype
-        self.packed = pack and weight.device.type == "cpu" and dtype in (torch.float32, torch.bfloat16)
-        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), 16) if self.packed else weight
+        self.packed = (
+            pack and weight.device.type == "cpu" and dtype in (torch.float32, torch.bfloat16)
+        )
+        self.weight = (
+            torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), 16)
+            if self.packed
+            else weight
+        )
         self.bias = bias.to(dtype) if bias is not None else None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -107,7 +120,11 @@ def _effective_weight(module) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(weight, bias)`` of a Linear, with active (unmerged) LoRA deltas added."""
     base = module.get_base_layer() if hasattr(module, "get_base_layer") else module
     weight = base.weight
-    if hasattr(module, "lora_A") and not getattr(module, "merged", False) and not getattr(module, "disable_adapters", False):
+    if (
+        hasattr(module, "lora_A")
+        and not getattr(module, "merged", False)
+        and not getattr(module, "disable_adapters", False)
+    ):
         for name in module.active_adapters:
             if name in module.lora_A:
                 if getattr(module, "use_dora", {}).get(name, False):
@@ -134,11 +151,15 @@ class SlotLlamaDecoder:
         UnsupportedModel: not a Llama model, or it uses a sliding window.
     """
 
-    def __init__(self, model, slots: int = 8, capacity: int = 512, dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self, model, slots: int = 8, capacity: int = 512, dtype: torch.dtype | None = None
+    ) -> None:
         base = _base_model(model)
         cfg = base.config
         if getattr(cfg, "model_type", None) != "llama" or getattr(cfg, "sliding_window", None):
-            raise UnsupportedModel(f"fast decoder supports Llama models, got {getattr(cfg, 'model_type', None)!r}")
+            raise UnsupportedModel(
+                f"fast decoder supports Llama models, got {getattr(cfg, 'model_type', None)!r}"
+            )
         self.model = model
         self.base = base
         self.num_heads = cfg.num_attention_heads
@@ -153,10 +174,14 @@ class SlotLlamaDecoder:
         self._version: tuple[tuple[int, int], ...] | None = None
         self.refresh_parameters()  # the parameters sync() watches
         self._pack = _mkldnn_linear_works(self.dtype)
-        self._linears: list[tuple[_Linear, _Linear, _Linear, _Linear]] = []  # per layer: qkv, o, gate_up, down
+        self._linears: list[
+            tuple[_Linear, _Linear, _Linear, _Linear]
+        ] = []  # per layer: qkv, o, gate_up, down
         shape = (slots, self.num_kv, capacity, self.head_dim)
         self.keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
-        self.values = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
+        self.values = [
+            torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers
+        ]
 
     # ---- weights ---------------------------------------------------------------------------
     def refresh_parameters(self) -> None:
@@ -198,12 +223,24 @@ class SlotLlamaDecoder:
             att, mlp = layer.self_attn, layer.mlp
             qkv = [_effective_weight(m) for m in (att.q_proj, att.k_proj, att.v_proj)]
             gu = [_effective_weight(m) for m in (mlp.gate_proj, mlp.up_proj)]
-            linears.append((
-                _Linear(torch.cat([w for w, _ in qkv]), _cat_biases([b for _, b in qkv]), self._pack, self.dtype),
-                _Linear(*_effective_weight(att.o_proj), self._pack, self.dtype),
-                _Linear(torch.cat([w for w, _ in gu]), _cat_biases([b for _, b in gu]), self._pack, self.dtype),
-                _Linear(*_effective_weight(mlp.down_proj), self._pack, self.dtype),
-            ))
+            linears.append(
+                (
+                    _Linear(
+                        torch.cat([w for w, _ in qkv]),
+                        _cat_biases([b for _, b in qkv]),
+                        self._pack,
+                        self.dtype,
+                    ),
+                    _Linear(*_effective_weight(att.o_proj), self._pack, self.dtype),
+                    _Linear(
+                        torch.cat([w for w, _ in gu]),
+                        _cat_biases([b for _, b in gu]),
+                        self._pack,
+                        self.dtype,
+                    ),
+                    _Linear(*_effective_weight(mlp.down_proj), self._pack, self.dtype),
+                )
+            )
             if i < len(stale):
                 stale[i] = None
         self._linears = linears
@@ -257,7 +294,9 @@ class SlotLlamaDecoder:
         """Shrink the cache to one slot of one position (frees the KV memory)."""
         shape = (1, self.num_kv, 1, self.head_dim)
         self.keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
-        self.values = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
+        self.values = [
+            torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers
+        ]
 
     # ---- forward ---------------------------------------------------------------------------
     @torch.no_grad()
@@ -299,17 +338,24 @@ class SlotLlamaDecoder:
         for i in range(1, n):
             starts[i] = starts[i - 1] + lens[i - 1]
         starts_t = torch.tensor(starts, dtype=torch.long)
-        positions = torch.tensor(past, dtype=torch.long)[row_of] + torch.arange(len(tok)) - starts_t[row_of]  # [N]
+        positions = (
+            torch.tensor(past, dtype=torch.long)[row_of] + torch.arange(len(tok)) - starts_t[row_of]
+        )  # [N]
         # flat row index of each (token, kv head) in a layer's cache viewed as [S * H * C, d]
         slot_pos = ((row_of + first_slot) * nkv)[:, None] + torch.arange(nkv)[None, :]  # [N, H]
         flat_idx = (slot_pos * cap + positions[:, None]).reshape(-1).to(dev)
         runs = self._attention_runs(first_slot, lens, ends, starts)
         h = self.base.model.embed_tokens(tok.to(dev))  # [N, hidden]
         cos, sin = self.base.model.rotary_emb(h[None], positions[None].to(dev))  # [1, N, d]
-        cos, sin = cos[0, :, None].to(self.dtype), sin[0, :, None].to(self.dtype)  # broadcast over heads
+        cos, sin = (
+            cos[0, :, None].to(self.dtype),
+            sin[0, :, None].to(self.dtype),
+        )  # broadcast over heads
         for li, layer in enumerate(self.layers):
             qkv_proj, o_proj, gate_up_proj, down_proj = self._linears[li]
-            qkv = qkv_proj(_rms(layer.input_layernorm, h)).view(-1, nh + 2 * nkv, d)  # [N, heads, d]
+            qkv = qkv_proj(_rms(layer.input_layernorm, h)).view(
+                -1, nh + 2 * nkv, d
+            )  # [N, heads, d]
             qk = qkv[:, : nh + nkv]  # rotate q and k heads in one op
             qk = qk * cos + _rotate_half(qk) * sin
             q = qk[:, :nh]
@@ -319,12 +365,16 @@ class SlotLlamaDecoder:
             for lo, hi, sl, kv_len, valid, mask in runs:
                 keys, values = self.keys[li][sl, :, :kv_len], self.values[li][sl, :, :kv_len]
                 if valid is None:  # one token per row: [R, nh, 1, d]
-                    att = F.scaled_dot_product_attention(q[lo:hi, :, None], keys, values, attn_mask=mask, enable_gqa=True)
+                    att = F.scaled_dot_product_attention(
+                        q[lo:hi, :, None], keys, values, attn_mask=mask, enable_gqa=True
+                    )
                     outs.append(att.reshape(hi - lo, nh * d))
                 else:  # padded to the run's longest row: [R, nh, T, d]
                     qp = q.new_zeros((*valid.shape, nh, d))
                     qp[valid] = q[lo:hi]
-                    att = F.scaled_dot_product_attention(qp.transpose(1, 2), keys, values, attn_mask=mask, enable_gqa=True)
+                    att = F.scaled_dot_product_attention(
+                        qp.transpose(1, 2), keys, values, attn_mask=mask, enable_gqa=True
+                    )
                     outs.append(att.transpose(1, 2)[valid].reshape(hi - lo, nh * d))
             h = h + o_proj(outs[0] if len(outs) == 1 else torch.cat(outs)).to(h.dtype)
             gate, up = gate_up_proj(_rms(layer.post_attention_layernorm, h)).chunk(2, dim=-1)
@@ -332,7 +382,9 @@ class SlotLlamaDecoder:
         last = torch.tensor([s + t - 1 for s, t in zip(starts, lens)], device=dev)
         return self._head(_rms(self.base.model.norm, h[last])).float()
 
-    def _attention_runs(self, first_slot: int, lens: list[int], ends: list[int], starts: list[int]) -> list[tuple]:
+    def _attention_runs(
+        self, first_slot: int, lens: list[int], ends: list[int], starts: list[int]
+    ) -> list[tuple]:
         """Split rows into maximal runs of consecutive rows that are all single-token or all
         multi-token. Per run: ``(lo, hi, slots, kv_len, valid, mask)`` with ``lo:hi`` its packed
         token range, ``slots`` its slice of the cache, ``kv_len`` the longest row end, ``valid``
@@ -360,6 +412,15 @@ class SlotLlamaDecoder:
                 mask = m[:, None]
                 valid = valid.to(self.device)
             lo, hi = starts[r0], starts[r1 - 1] + lens[r1 - 1]
-            runs.append((lo, hi, slice(first_slot + r0, first_slot + r1), kv_len, valid, mask.to(self.device)))
+            runs.append(
+                (
+                    lo,
+                    hi,
+                    slice(first_slot + r0, first_slot + r1),
+                    kv_len,
+                    valid,
+                    mask.to(self.device),
+                )
+            )
             r0 = r1
         return runs

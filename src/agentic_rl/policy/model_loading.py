@@ -115,7 +115,9 @@ def _converted_checkpoint(gguf: Path) -> Path:
         try:
             _convert_gguf(gguf, tmp)
         except (ValueError, OSError, KeyError) as exc:
-            raise ModelNotFoundError(f"cannot convert {gguf}: not a loadable GGUF model ({exc})") from None
+            raise ModelNotFoundError(
+                f"cannot convert {gguf}: not a loadable GGUF model ({exc})"
+            ) from None
         if target.exists():  # another process won the race
             shutil.rmtree(tmp)
         else:
@@ -131,7 +133,9 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    qmodel = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    qmodel = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
     config = qmodel.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # a GGUF-loaded model refuses save_pretrained otherwise

@@ -58,7 +58,9 @@ class RequestFailedError(RuntimeError):
     """A completion request failed after the client's retries, or its answer was unusable."""
 
 
-def make_client(base_url: str, *, api_key: str = "EMPTY", timeout_s: float = 60.0, max_retries: int = 2):
+def make_client(
+    base_url: str, *, api_key: str = "EMPTY", timeout_s: float = 60.0, max_retries: int = 2
+):
     """An ``openai.OpenAI`` client for ``base_url`` (e.g. ``http://127.0.0.1:8000/v1``).
 
     Args:
@@ -70,10 +72,14 @@ def make_client(base_url: str, *, api_key: str = "EMPTY", timeout_s: float = 60.
         ImportError: the ``openai`` package is not installed (extra ``openai``).
     """
     if timeout_s <= 0 or max_retries < 0:
-        raise ValueError(f"timeout_s must be > 0 and max_retries >= 0, got {timeout_s}, {max_retries}")
+        raise ValueError(
+            f"timeout_s must be > 0 and max_retries >= 0, got {timeout_s}, {max_retries}"
+        )
     import openai
 
-    return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
+    return openai.OpenAI(
+        base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries
+    )
 
 
 def parse_completion_choice(choice: Any, eos_token_id: int) -> Generation:
@@ -91,14 +97,22 @@ def parse_completion_choice(choice: Any, eos_token_id: int) -> Generation:
     tokens = list(getattr(lp, "tokens", None) or [])
     logprobs = getattr(lp, "token_logprobs", None)
     ids = getattr(choice, "token_ids", None) or extra.get("token_ids")
-    if ids is None and tokens and all(isinstance(t, str) and t.startswith(_TOKEN_ID_PREFIX) for t in tokens):
-        ids = [int(t[len(_TOKEN_ID_PREFIX):]) for t in tokens]
+    if (
+        ids is None
+        and tokens
+        and all(isinstance(t, str) and t.startswith(_TOKEN_ID_PREFIX) for t in tokens)
+    ):
+        ids = [int(t[len(_TOKEN_ID_PREFIX) :]) for t in tokens]
     if ids is None:
-        raise RequestFailedError("the server returned no sampled token ids (needs vLLM-style return_token_ids "
-                                 "or return_tokens_as_token_ids); use chat completions for evaluation instead")
+        raise RequestFailedError(
+            "the server returned no sampled token ids (needs vLLM-style return_token_ids "
+            "or return_tokens_as_token_ids); use chat completions for evaluation instead"
+        )
     if logprobs is None or len(logprobs) != len(ids) or any(x is None for x in logprobs):
-        raise RequestFailedError(f"the server returned {0 if logprobs is None else len(logprobs)} logprobs "
-                                 f"for {len(ids)} sampled tokens")
+        raise RequestFailedError(
+            f"the server returned {0 if logprobs is None else len(logprobs)} logprobs "
+            f"for {len(ids)} sampled tokens"
+        )
     ids, logprobs = [int(i) for i in ids], [float(x) for x in logprobs]
     finished = choice.finish_reason == "stop" and bool(ids) and ids[-1] == eos_token_id
     return Generation(tuple(ids), tuple(logprobs), finished)
@@ -121,15 +135,28 @@ class OpenAICompatPolicy:
         failures: ``{cache_key: message}`` of requests that failed (see the module docstring).
     """
 
-    def __init__(self, client: Any, model: str, eos_token_id: int, *, max_concurrency: int = 8,
-                 policy_version: int = 0, extra_body: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        client: Any,
+        model: str,
+        eos_token_id: int,
+        *,
+        max_concurrency: int = 8,
+        policy_version: int = 0,
+        extra_body: dict[str, Any] | None = None,
+    ):
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.client, self.model, self.eos_token_id = client, model, eos_token_id
         self.max_concurrency = max_concurrency
         self.policy_version = policy_version
-        self.extra_body = {"return_tokens_as_token_ids": True, "return_token_ids": True,
-                           "skip_special_tokens": False, "top_k": -1, **(extra_body or {})}
+        self.extra_body = {
+            "return_tokens_as_token_ids": True,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+            "top_k": -1,
+            **(extra_body or {}),
+        }
         self.failures: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -137,9 +164,13 @@ class OpenAICompatPolicy:
         """Record that the server now serves weights ``version`` (after a sync or reload)."""
         self.policy_version = int(version)
 
-    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Generation]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingParams
+    ) -> list[Generation]:
         """Sample one continuation per request, in order; failed requests give an empty generation."""
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, max(len(requests), 1))) as pool:
+        with ThreadPoolExecutor(
+            max_workers=min(self.max_concurrency, max(len(requests), 1))
+        ) as pool:
             return list(pool.map(lambda r: self._one(r, sampling), requests))
 
     def _one(self, req: GenerationRequest, sampling: SamplingParams) -> Generation:
@@ -175,7 +206,9 @@ class OpenAICompatPolicy:
         return parse_completion_choice(response.choices[0], self.eos_token_id)
 
 
-def mark_failed_requests(trajectories: Sequence[Trajectory], failures: dict[str, str]) -> list[Trajectory]:
+def mark_failed_requests(
+    trajectories: Sequence[Trajectory], failures: dict[str, str]
+) -> list[Trajectory]:
     """Mark each trajectory whose id is in ``failures`` as failed (``info["failure"]``).
 
     The rollout engine uses the trajectory id as the requests' ``cache_key``; a failed
@@ -184,6 +217,12 @@ def mark_failed_requests(trajectories: Sequence[Trajectory], failures: dict[str,
     out = []
     for t in trajectories:
         if t.trajectory_id in failures:
-            t = dataclasses.replace(t, info={**t.info, "failure": f"inference request failed: {failures[t.trajectory_id]}"})
+            t = dataclasses.replace(
+                t,
+                info={
+                    **t.info,
+                    "failure": f"inference request failed: {failures[t.trajectory_id]}",
+                },
+            )
         out.append(t)
     return out

@@ -24,7 +24,9 @@ class ScriptedPolicy:
         self.chat = chat
         self.reply_fn = reply_fn
 
-    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingParams) -> list[Generation]:
+    def generate(
+        self, requests: Sequence[GenerationRequest], sampling: SamplingParams
+    ) -> list[Generation]:
         """Return the scripted reply of every request (``sampling`` is ignored)."""
         out = []
         for req in requests:

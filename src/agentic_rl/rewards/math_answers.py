@@ -44,8 +44,17 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-__all__ = ["FLOAT_ROUNDING", "MAX_ANSWER_CHARS", "MAX_EXPONENT", "MathVerdict", "check_answer", "extract_final_answer",
-           "math_equal", "plain_number", "single_number"]
+__all__ = [
+    "FLOAT_ROUNDING",
+    "MAX_ANSWER_CHARS",
+    "MAX_EXPONENT",
+    "MathVerdict",
+    "check_answer",
+    "extract_final_answer",
+    "math_equal",
+    "plain_number",
+    "single_number",
+]
 
 #: answers longer than this (characters, after stripping) are not a number: bounds the verifier's time
 MAX_ANSWER_CHARS = 200
@@ -56,24 +65,54 @@ FLOAT_ROUNDING = 6
 
 _TAG = re.compile(r"</?answer>")
 _BOX = re.compile(r"\\boxed\s*\{")
-_LATE_ANSWER = re.compile(r"\b(?:the|my)\s+(?:final\s+|correct\s+|real\s+)?answer\s+(?:is|would\s+be|should\s+be)\b"
-                          r"|\banswer\s*:", re.IGNORECASE)
+_LATE_ANSWER = re.compile(
+    r"\b(?:the|my)\s+(?:final\s+|correct\s+|real\s+)?answer\s+(?:is|would\s+be|should\s+be)\b"
+    r"|\banswer\s*:",
+    re.IGNORECASE,
+)
 _WRAPPERS = (("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("(", ")"), ("{", "}"))
 _MINUS = str.maketrans({"\u2212": "-", "\u2012": "-", "\u2013": "-", "\ufe63": "-", "\uff0d": "-"})
 _THIN = r"(?:\\,|\\ |~|\u2009|\u202f|\u00a0)"  # LaTeX and Unicode thin / no-break spaces
-_TEXT = re.compile(r"\\(?:text|textrm|textnormal|mathrm|mbox|textbf|mathbf|textit|operatorname)\s*\{([^{}]*)\}")
+_TEXT = re.compile(
+    r"\\(?:text|textrm|textnormal|mathrm|mbox|textbf|mathbf|textit|operatorname)\s*\{([^{}]*)\}"
+)
 _DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°")
-_FRAC = re.compile(r"\\[dt]?frac\s*(\{\s*[-+]?[0-9]+\s*\}|[0-9])\s*(\{\s*[0-9]+\s*\}|[0-9])(?![0-9])")
-_SCI = re.compile(r"(?<![0-9.,])([0-9][0-9,]*+(?:\.[0-9]++)?)\s*(?:\\times|\\cdot|×|·|\*|x)\s*10\s*(?:\^|\*\*)\s*"
-                  r"(?:\{\s*([-+]?[0-9]+)\s*\}|([-+]?[0-9]+))")
+_FRAC = re.compile(
+    r"\\[dt]?frac\s*(\{\s*[-+]?[0-9]+\s*\}|[0-9])\s*(\{\s*[0-9]+\s*\}|[0-9])(?![0-9])"
+)
+_SCI = re.compile(
+    r"(?<![0-9.,])([0-9][0-9,]*+(?:\.[0-9]++)?)\s*(?:\\times|\\cdot|×|·|\*|x)\s*10\s*(?:\^|\*\*)\s*"
+    r"(?:\{\s*([-+]?[0-9]+)\s*\}|([-+]?[0-9]+))"
+)
 _PREFIX = re.compile(r"^(?:(?:final\s+)?answer\s*[:=]|[A-Za-z]\w{0,15}\s*=)\s*", re.IGNORECASE)
 _VALUE = re.compile(
     r"(?P<sign>[-+]?)\s*(?:[$€£¥]\s*)?(?:"
     r"(?P<num>(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]*)?|\.[0-9]+)(?:[eE](?P<exp>[-+]?[0-9]+))?"
     r"|(?P<top>[-+]?[0-9]+)\s*/\s*(?P<bottom>[0-9]+))"
-    r"\s*(?P<pct>%?)(?P<unit>(?:\s+[A-Za-z]+){0,3})")
-_NOT_UNITS = {"or", "and", "to", "plus", "minus", "times", "over", "divided", "by", "not", "maybe", "perhaps",
-              "point", "hundred", "thousand", "million", "billion", "trillion", "dozen", "e"}
+    r"\s*(?P<pct>%?)(?P<unit>(?:\s+[A-Za-z]+){0,3})"
+)
+_NOT_UNITS = {
+    "or",
+    "and",
+    "to",
+    "plus",
+    "minus",
+    "times",
+    "over",
+    "divided",
+    "by",
+    "not",
+    "maybe",
+    "perhaps",
+    "point",
+    "hundred",
+    "thousand",
+    "million",
+    "billion",
+    "trillion",
+    "dozen",
+    "e",
+}
 
 
 @dataclass(frozen=True)
@@ -133,7 +172,9 @@ def extract_final_answer(text: str, *, boxed: bool = True) -> str | None:
     tags = _tag_spans(text)
     if tags is None or len(tags) > 1:
         return None
-    outside = text[:tags[0][0]] + " " * (tags[0][2] - tags[0][0]) + text[tags[0][2]:] if tags else text
+    outside = (
+        text[: tags[0][0]] + " " * (tags[0][2] - tags[0][0]) + text[tags[0][2] :] if tags else text
+    )
     boxes, unfinished = _box_spans(outside) if boxed else ([], False)
     if unfinished or len(boxes) + len(tags) != 1:
         return None
@@ -153,11 +194,15 @@ def _unwrap(text: str) -> str:
         if text.startswith("\\boxed"):
             boxes, unfinished = _box_spans(text)
             if len(boxes) == 1 and not unfinished and boxes[0][1] == len(text) - 1:
-                text = text[boxes[0][0]:-1]
+                text = text[boxes[0][0] : -1]
                 continue
         for left, right in _WRAPPERS:
-            if len(text) > len(left) + len(right) and text.startswith(left) and text.endswith(right):
-                text = text[len(left):-len(right)]
+            if (
+                len(text) > len(left) + len(right)
+                and text.startswith(left)
+                and text.endswith(right)
+            ):
+                text = text[len(left) : -len(right)]
                 break
     return text
 
@@ -252,14 +297,19 @@ def check_answer(answer: str | None, gold: str) -> MathVerdict:
     from math_verify import parse, verify
 
     try:
-        gold_parsed = parse(f"${gold}$", fallback_mode="no_fallback", parsing_timeout=None, raise_on_error=True)
+        gold_parsed = parse(
+            f"${gold}$", fallback_mode="no_fallback", parsing_timeout=None, raise_on_error=True
+        )
         if not gold_parsed:
             return MathVerdict(False, f"math-verify could not read the gold answer {gold!r}")
-        answer_parsed = parse(f"${number}$", fallback_mode="no_fallback", parsing_timeout=None,
-                              raise_on_error=True)
+        answer_parsed = parse(
+            f"${number}$", fallback_mode="no_fallback", parsing_timeout=None, raise_on_error=True
+        )
         if not answer_parsed:
             return MathVerdict(False, f"math-verify could not read the number {number!r}")
-        return MathVerdict(bool(verify(gold_parsed, answer_parsed, timeout_seconds=None, raise_on_error=True)))
+        return MathVerdict(
+            bool(verify(gold_parsed, answer_parsed, timeout_seconds=None, raise_on_error=True))
+        )
     except Exception as exc:  # noqa: BLE001 - a verifier failure is reported in the verdict, not raised
         return MathVerdict(False, f"math-verify raised {type(exc).__name__}: {exc}"[:500])
 

@@ -46,7 +46,6 @@ __all__ = [
 ]
 
 
-
 def risk_events(trajectory: Trajectory) -> Iterator[dict[str, Any]]:
     """All risk events of the trajectory, turn by turn.
 
@@ -57,7 +56,9 @@ def risk_events(trajectory: Trajectory) -> Iterator[dict[str, Any]]:
     for turn in trajectory.turns:
         events = turn.info.get("risk_events", [])
         if not isinstance(events, (list, tuple)) or not all(isinstance(e, dict) for e in events):
-            raise TypeError(f"turn {turn.index}: info['risk_events'] must be a list of dicts, got {events!r}")
+            raise TypeError(
+                f"turn {turn.index}: info['risk_events'] must be a list of dicts, got {events!r}"
+            )
         yield from events
 
 
@@ -76,15 +77,22 @@ def outside_workspace_attempts(trajectory: Trajectory) -> float:
     return float(sum(e.get("category") == PATH_OUTSIDE_WORKSPACE for e in risk_events(trajectory)))
 
 
-def risk_functions(denied: float = 0.5, sandbox_limit: float = 0.1,
-                   outside_workspace: float = 0.5) -> list[RewardFunction]:
+def risk_functions(
+    denied: float = 0.5, sandbox_limit: float = 0.1, outside_workspace: float = 0.5
+) -> list[RewardFunction]:
     """The three built-in risk components with their weights (w_f), ready for a Rubric.
 
     Never raises.
     """
     return [
         RewardFunction("denied_calls", RewardGroup.RISK, denied_calls, weight=denied),
-        RewardFunction("sandbox_limit_hits", RewardGroup.RISK, sandbox_limit_hits, weight=sandbox_limit),
-        RewardFunction("outside_workspace_attempts", RewardGroup.RISK, outside_workspace_attempts,
-                       weight=outside_workspace),
+        RewardFunction(
+            "sandbox_limit_hits", RewardGroup.RISK, sandbox_limit_hits, weight=sandbox_limit
+        ),
+        RewardFunction(
+            "outside_workspace_attempts",
+            RewardGroup.RISK,
+            outside_workspace_attempts,
+            weight=outside_workspace,
+        ),
     ]

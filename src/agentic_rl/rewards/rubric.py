@@ -89,7 +89,9 @@ class Rubric:
         ValueError: duplicate component names.
     """
 
-    def __init__(self, functions: Sequence[RewardFunction], weights: RewardWeights = RewardWeights()):
+    def __init__(
+        self, functions: Sequence[RewardFunction], weights: RewardWeights = RewardWeights()
+    ):
         names = [f.name for f in functions]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate reward function names: {names}")
@@ -113,7 +115,9 @@ class Rubric:
             try:
                 value = float(f.fn(trajectory))
             except Exception as exc:  # noqa: BLE001 - any failure must exclude the sample
-                raise RewardError(f"reward function {f.name!r} raised {type(exc).__name__}: {exc}") from exc
+                raise RewardError(
+                    f"reward function {f.name!r} raised {type(exc).__name__}: {exc}"
+                ) from exc
             if not math.isfinite(value):
                 raise RewardError(f"reward function {f.name!r} returned {value}")
             components[f.name] = value

@@ -37,7 +37,9 @@ def parse_number(text: str) -> Fraction | None:
     return None if plain is None else Fraction(plain)
 
 
-def numbers_equal(answer: str | None, expected: float | int | Fraction, *, rel_tol: float = 1e-6) -> bool:
+def numbers_equal(
+    answer: str | None, expected: float | int | Fraction, *, rel_tol: float = 1e-6
+) -> bool:
     """True when ``answer`` parses to a number equal to ``expected``.
 
     Integer references must match exactly; non-integer ones within ``rel_tol``.

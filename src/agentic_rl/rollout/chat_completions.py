@@ -35,7 +35,16 @@ from typing import Any
 
 from agentic_rl.envs.base import Env
 from agentic_rl.tools import parse_tool_calls
-from agentic_rl.types import Action, Message, StopReason, ToolCall, ToolCallError, ToolResult, Trajectory, Turn
+from agentic_rl.types import (
+    Action,
+    Message,
+    StopReason,
+    ToolCall,
+    ToolCallError,
+    ToolResult,
+    Trajectory,
+    Turn,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +64,12 @@ def _tool_calls(message: Any, turn: int) -> tuple[list[ToolCall], list[ToolCallE
     return calls, errors
 
 
-def _api_messages(messages: Sequence[Message], calls_of: dict[int, list[ToolCall]],
-                  ids_of: dict[int, list[str]], start: int = 0) -> list[dict[str, Any]]:
+def _api_messages(
+    messages: Sequence[Message],
+    calls_of: dict[int, list[ToolCall]],
+    ids_of: dict[int, list[str]],
+    start: int = 0,
+) -> list[dict[str, Any]]:
     """OpenAI message dicts of the system message(s) that open ``messages`` and of every message
     from index ``start`` on (the current context); assistant messages carry their tool calls,
     tool messages their ids."""
@@ -66,16 +79,32 @@ def _api_messages(messages: Sequence[Message], calls_of: dict[int, list[ToolCall
             continue
         d: dict[str, Any] = {"role": m.role, "content": m.content}
         if m.role == "assistant" and calls_of.get(i):
-            d["tool_calls"] = [{"id": c.id, "type": "function",
-                                "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in calls_of[i]]
+            d["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                }
+                for c in calls_of[i]
+            ]
         if m.role == "tool":
             d["tool_call_id"] = ids_of.get(i, ["tool"])[0]
         out.append(d)
     return out
 
 
-def run_chat_episode(client: Any, model: str, env: Env, seed: int, group_id: str, *, max_turns: int = 3,
-                     max_tokens: int = 256, temperature: float = 0.0, policy_version: int | None = None) -> Trajectory:
+def run_chat_episode(
+    client: Any,
+    model: str,
+    env: Env,
+    seed: int,
+    group_id: str,
+    *,
+    max_turns: int = 3,
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+    policy_version: int | None = None,
+) -> Trajectory:
     """Run one episode of ``env`` through ``client.chat.completions`` (see the module docstring).
 
     Args:
@@ -93,35 +122,55 @@ def run_chat_episode(client: Any, model: str, env: Env, seed: int, group_id: str
     calls_of: dict[int, list[ToolCall]] = {}
     ids_of: dict[int, list[str]] = {}
     stop: StopReason | None = None
-    context_start = 0  # index in `messages` where the context the server sees starts (after a reset)
+    context_start = (
+        0  # index in `messages` where the context the server sees starts (after a reset)
+    )
     try:
         obs, reset_info = env.reset(seed=seed, options={"trajectory_id": tid})
     except Exception as exc:  # noqa: BLE001 - a broken env fails its episode only
-        return _trajectory(env, seed, group_id, tid, messages, turns, StopReason.ERROR,
-                           {**info, "failure": f"reset raised {type(exc).__name__}: {exc}"})
+        return _trajectory(
+            env,
+            seed,
+            group_id,
+            tid,
+            messages,
+            turns,
+            StopReason.ERROR,
+            {**info, "failure": f"reset raised {type(exc).__name__}: {exc}"},
+        )
     info.update(reset_info)
     messages.extend(obs.messages)
     tools = [{"type": "function", "function": schema} for schema in obs.tools]
     for turn in range(max_turns):
         try:
             response = client.chat.completions.create(
-                model=model, messages=_api_messages(messages, calls_of, ids_of, context_start),
+                model=model,
+                messages=_api_messages(messages, calls_of, ids_of, context_start),
                 max_tokens=max_tokens,
-                temperature=temperature, **({"tools": tools} if tools else {}))
+                temperature=temperature,
+                **({"tools": tools} if tools else {}),
+            )
             reply = response.choices[0].message
         except Exception as exc:  # noqa: BLE001 - a failed request fails its episode only
             log.warning("chat completion failed (episode %s): %s", tid, exc)
-            stop, info["failure"] = StopReason.ERROR, f"inference request failed: {type(exc).__name__}: {exc}"
+            stop, info["failure"] = (
+                StopReason.ERROR,
+                f"inference request failed: {type(exc).__name__}: {exc}",
+            )
             break
         text = reply.content or ""
-        if getattr(response.choices[0], "finish_reason", None) == "length":  # cut: not an action to score
+        if (
+            getattr(response.choices[0], "finish_reason", None) == "length"
+        ):  # cut: not an action to score
             messages.append(Message("assistant", text))
             turns.append(Turn(turn, Action(text), None, 0.0, (), (), (), (), {}, truncated=True))
             stop = StopReason.MAX_NEW_TOKENS
             break
         text_calls, text_errors = parse_tool_calls(text, turn_index=turn)
         api_calls, api_errors = _tool_calls(reply, turn)
-        action = Action(text, tuple(text_calls) + tuple(api_calls), tuple(text_errors) + tuple(api_errors))
+        action = Action(
+            text, tuple(text_calls) + tuple(api_calls), tuple(text_errors) + tuple(api_errors)
+        )
         messages.append(Message("assistant", text))
         calls_of[len(messages) - 1] = list(action.tool_calls)
         try:
@@ -131,26 +180,60 @@ def run_chat_episode(client: Any, model: str, env: Env, seed: int, group_id: str
             break
         results = tuple(ToolResult(**r) for r in step_info.get("tool_results", ()))
         call_ids = [r.call_id or f"call_{turn}_error" for r in results]
-        if step_info.get("context_reset"):  # the env wiped the conversation: system message + what follows
+        if step_info.get(
+            "context_reset"
+        ):  # the env wiped the conversation: system message + what follows
             context_start = len(messages)
         for m in obs.messages:
             messages.append(m)
             if m.role == "tool" and call_ids:
                 ids_of[len(messages) - 1] = [call_ids.pop(0)]
-        turns.append(Turn(turn, action, obs if obs.messages else None, float(reward), results, (), (), (), dict(step_info)))
+        turns.append(
+            Turn(
+                turn,
+                action,
+                obs if obs.messages else None,
+                float(reward),
+                results,
+                (),
+                (),
+                (),
+                dict(step_info),
+            )
+        )
         if terminated or truncated:
             stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED
             break
-    return _trajectory(env, seed, group_id, tid, messages, turns, stop or StopReason.MAX_TURNS, info)
+    return _trajectory(
+        env, seed, group_id, tid, messages, turns, stop or StopReason.MAX_TURNS, info
+    )
 
 
-def _trajectory(env: Env, seed: int, group_id: str, tid: str, messages: list[Message], turns: list[Turn],
-                stop: StopReason, info: dict[str, Any]) -> Trajectory:
-    return Trajectory(env.env_id, seed, group_id, tid, tuple(messages), tuple(turns), (), (), (), stop, info=info)
+def _trajectory(
+    env: Env,
+    seed: int,
+    group_id: str,
+    tid: str,
+    messages: list[Message],
+    turns: list[Turn],
+    stop: StopReason,
+    info: dict[str, Any],
+) -> Trajectory:
+    return Trajectory(
+        env.env_id, seed, group_id, tid, tuple(messages), tuple(turns), (), (), (), stop, info=info
+    )
 
 
-def run_chat_episodes(client: Any, model: str, envs: Sequence[Env], seeds: Sequence[int], group_ids: Sequence[str], *,
-                      max_concurrency: int = 8, **kwargs: Any) -> list[Trajectory]:
+def run_chat_episodes(
+    client: Any,
+    model: str,
+    envs: Sequence[Env],
+    seeds: Sequence[int],
+    group_ids: Sequence[str],
+    *,
+    max_concurrency: int = 8,
+    **kwargs: Any,
+) -> list[Trajectory]:
     """Run one episode per env concurrently (up to ``max_concurrency`` in flight), in order.
 
     ``kwargs`` go to :func:`run_chat_episode`.
@@ -163,5 +246,9 @@ def run_chat_episodes(client: Any, model: str, envs: Sequence[Env], seeds: Seque
     if max_concurrency < 1:
         raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
     with ThreadPoolExecutor(max_workers=min(max_concurrency, max(len(envs), 1))) as pool:
-        return list(pool.map(lambda a: run_chat_episode(client, model, a[0], a[1], a[2], **kwargs),
-                             zip(envs, seeds, group_ids)))
+        return list(
+            pool.map(
+                lambda a: run_chat_episode(client, model, a[0], a[1], a[2], **kwargs),
+                zip(envs, seeds, group_ids),
+            )
+        )

@@ -57,7 +57,13 @@ from dataclasses import dataclass
 
 from agentic_rl.types import Message
 
-__all__ = ["BuiltContext", "ContextBudgetError", "ContextBuilder", "ELISION_MARKER", "render_chatml"]
+__all__ = [
+    "BuiltContext",
+    "ContextBudgetError",
+    "ContextBuilder",
+    "ELISION_MARKER",
+    "render_chatml",
+]
 
 ELISION_MARKER = "[{n} earlier messages elided to fit the context budget]"
 TOOL_TRUNCATION_MARKER = "…[tool output truncated: {kept} of {total} tokens kept]"
@@ -114,13 +120,20 @@ class ContextBuilder:
         ValueError: ``max_tokens`` or ``max_tool_output_tokens`` < 1.
     """
 
-    def __init__(self, count_tokens: Callable[[str], int], max_tokens: int, *,
-                 render: Callable[[Sequence[Message]], str] = render_chatml,
-                 max_tool_output_tokens: int | None = None):
+    def __init__(
+        self,
+        count_tokens: Callable[[str], int],
+        max_tokens: int,
+        *,
+        render: Callable[[Sequence[Message]], str] = render_chatml,
+        max_tool_output_tokens: int | None = None,
+    ):
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         if max_tool_output_tokens is not None and max_tool_output_tokens < 1:
-            raise ValueError(f"max_tool_output_tokens must be >= 1 or None, got {max_tool_output_tokens}")
+            raise ValueError(
+                f"max_tool_output_tokens must be >= 1 or None, got {max_tool_output_tokens}"
+            )
         self.count_tokens = count_tokens
         self.max_tokens = max_tokens
         self.render = render
@@ -130,8 +143,13 @@ class ContextBuilder:
         """Tokens of the rendered ``messages``."""
         return int(self.count_tokens(self.render(messages)))
 
-    def build(self, system: Message, task: Message, history: Sequence[Message] = (),
-              memory: Sequence[str] = ()) -> BuiltContext:
+    def build(
+        self,
+        system: Message,
+        task: Message,
+        history: Sequence[Message] = (),
+        memory: Sequence[str] = (),
+    ) -> BuiltContext:
         """Fit system, task, memory results and history into the budget.
 
         Args:
@@ -145,16 +163,21 @@ class ContextBuilder:
         """
         fixed = [system, task]
         if self.tokens(fixed) > self.max_tokens:
-            raise ContextBudgetError(f"system prompt and task take {self.tokens(fixed)} tokens, "
-                                     f"over the context budget of {self.max_tokens}")
+            raise ContextBudgetError(
+                f"system prompt and task take {self.tokens(fixed)} tokens, "
+                f"over the context budget of {self.max_tokens}"
+            )
         history, truncated = self._cap_tool_outputs(history)
         blocks = _blocks(history)
         for n_memory in range(len(memory), -1, -1):  # keep as many memory results as still fit
             head = fixed + _memory_message(memory, n_memory)
             if self.tokens(head) > self.max_tokens:
                 continue
-            newest = ([_marker(len(history) - len(blocks[-1]))] if len(blocks) > 1 else []) + blocks[-1] \
-                if blocks else []
+            newest = (
+                ([_marker(len(history) - len(blocks[-1]))] if len(blocks) > 1 else []) + blocks[-1]
+                if blocks
+                else []
+            )
             if n_memory == 0 or self.tokens(head + newest) <= self.max_tokens:
                 break
         kept, elided = self._fit_history(head, blocks)
@@ -163,25 +186,39 @@ class ContextBuilder:
             messages, cut = self._cut_last(head, history, elided)
             truncated += cut
             elided = len(history) - cut if cut else len(history)
-        return BuiltContext(tuple(messages), self.tokens(messages), elided, truncated, len(memory) - n_memory)
+        return BuiltContext(
+            tuple(messages), self.tokens(messages), elided, truncated, len(memory) - n_memory
+        )
 
     def _cap_tool_outputs(self, history: Sequence[Message]) -> tuple[list[Message], int]:
         if self.max_tool_output_tokens is None:
             return list(history), 0
         out, cut = [], 0
         for message in history:
-            if message.role == "tool" and self.count_tokens(message.content) > self.max_tool_output_tokens:
+            if (
+                message.role == "tool"
+                and self.count_tokens(message.content) > self.max_tool_output_tokens
+            ):
                 total = self.count_tokens(message.content)
                 limit = self.max_tool_output_tokens
-                content = self._truncate(message.content, TOOL_TRUNCATION_MARKER,
-                                         lambda text: self.count_tokens(text) <= limit)
-                message = dataclasses.replace(message, content=content if content is not None else
-                                              TOOL_TRUNCATION_MARKER.format(kept=0, total=total))
+                content = self._truncate(
+                    message.content,
+                    TOOL_TRUNCATION_MARKER,
+                    lambda text: self.count_tokens(text) <= limit,
+                )
+                message = dataclasses.replace(
+                    message,
+                    content=content
+                    if content is not None
+                    else TOOL_TRUNCATION_MARKER.format(kept=0, total=total),
+                )
                 cut += 1
             out.append(message)
         return out, cut
 
-    def _fit_history(self, head: list[Message], blocks: list[list[Message]]) -> tuple[list[Message], int]:
+    def _fit_history(
+        self, head: list[Message], blocks: list[list[Message]]
+    ) -> tuple[list[Message], int]:
         """Keep the longest suffix of blocks that fits (with a marker if any are elided)."""
         total = sum(len(b) for b in blocks)
         if self.tokens(head + [m for b in blocks for m in b]) <= self.max_tokens:
@@ -198,14 +235,24 @@ class ContextBuilder:
                 low = mid + 1
         return best
 
-    def _cut_last(self, head: list[Message], history: list[Message], elided: int) -> tuple[list[Message], int]:
+    def _cut_last(
+        self, head: list[Message], history: list[Message], elided: int
+    ) -> tuple[list[Message], int]:
         last = history[-1]
         marker = [_marker(len(history) - 1)] if len(history) > 1 else []
-        content = self._truncate(last.content, MESSAGE_TRUNCATION_MARKER, lambda text: self.tokens(
-            head + marker + [dataclasses.replace(last, content=text)]) <= self.max_tokens)
+        content = self._truncate(
+            last.content,
+            MESSAGE_TRUNCATION_MARKER,
+            lambda text: (
+                self.tokens(head + marker + [dataclasses.replace(last, content=text)])
+                <= self.max_tokens
+            ),
+        )
         if content is None:  # not even the marker fits: show only that history was elided
             only_marker = [_marker(len(history))]
-            return (head + only_marker if self.tokens(head + only_marker) <= self.max_tokens else head), 0
+            return (
+                head + only_marker if self.tokens(head + only_marker) <= self.max_tokens else head
+            ), 0
         return head + marker + [dataclasses.replace(last, content=content)], 1
 
     def _truncate(self, text: str, template: str, fits: Callable[[str], bool]) -> str | None:
@@ -233,7 +280,9 @@ def _memory_message(memory: Sequence[str], n: int) -> list[Message]:
         return []
     lines = [MEMORY_HEADER, *(f"- {m}" for m in memory[:n])]
     if n < len(memory):
-        lines.append(f"[{len(memory) - n} lower-ranked memory results left out to fit the context budget]")
+        lines.append(
+            f"[{len(memory) - n} lower-ranked memory results left out to fit the context budget]"
+        )
     return [Message("user", "\n".join(lines))]
 
 

@@ -95,9 +95,13 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.max_new_tokens < 1 or self.max_total_tokens < 2:
-            raise ValueError("rollout budgets: max_turns and max_new_tokens must be >= 1, max_total_tokens >= 2")
+            raise ValueError(
+                "rollout budgets: max_turns and max_new_tokens must be >= 1, max_total_tokens >= 2"
+            )
         if self.context_max_tokens < 0:
-            raise ValueError(f"context_max_tokens must be >= 0 (0 = off), got {self.context_max_tokens}")
+            raise ValueError(
+                f"context_max_tokens must be >= 0 (0 = off), got {self.context_max_tokens}"
+            )
 
 
 @dataclass
@@ -114,7 +118,9 @@ class _Episode:
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     stop: StopReason | None = None
     info: dict[str, Any] = field(default_factory=dict)
-    conversation: list[Message] = field(default_factory=list)  # since the last context reset, never elided
+    conversation: list[Message] = field(
+        default_factory=list
+    )  # since the last context reset, never elided
     segment_starts: list[int] = field(default_factory=lambda: [0])
     stale_keys: list[str] = field(default_factory=list)  # cache keys of closed segments, to release
 
@@ -124,7 +130,9 @@ class _Episode:
         n = len(self.segment_starts) - 1
         return self.key if n == 0 else f"{self.key}#seg{n}"
 
-    def extend(self, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None = None) -> None:
+    def extend(
+        self, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None = None
+    ) -> None:
         self.ids.extend(ids)
         self.mask.extend([mask] * len(ids))
         self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
@@ -166,7 +174,9 @@ def run_episodes(
     if len({id(e) for e in envs}) != len(envs):
         raise ValueError("each episode needs its own env instance")
     started = time.perf_counter()
-    episodes = [_Episode(env, int(seed), str(gid)) for env, seed, gid in zip(envs, seeds, group_ids)]
+    episodes = [
+        _Episode(env, int(seed), str(gid)) for env, seed, gid in zip(envs, seeds, group_ids)
+    ]
     for ep in episodes:
         _start(ep, chat, config)
     sampling = SamplingParams(temperature=config.temperature, greedy=greedy)
@@ -183,7 +193,9 @@ def run_episodes(
     return [_finish(ep, elapsed / max(len(episodes), 1)) for ep in episodes]
 
 
-def _request(ep: _Episode, index: int, config: RolloutConfig, sample_seed: int | None) -> GenerationRequest:
+def _request(
+    ep: _Episode, index: int, config: RolloutConfig, sample_seed: int | None
+) -> GenerationRequest:
     turn = len(ep.turns)
     seed = None
     if sample_seed is not None:
@@ -198,10 +210,21 @@ def _request(ep: _Episode, index: int, config: RolloutConfig, sample_seed: int |
     )
 
 
-def _run_continuous(policy, chat: ChatFormat, episodes: list[_Episode], config: RolloutConfig,
-                    sampling: SamplingParams, sample_seed: int | None, env_workers: int) -> None:
+def _run_continuous(
+    policy,
+    chat: ChatFormat,
+    episodes: list[_Episode],
+    config: RolloutConfig,
+    sampling: SamplingParams,
+    sample_seed: int | None,
+    env_workers: int,
+) -> None:
     """Drive the policy's decode stream; env steps overlap decoding on worker threads."""
-    pool = ThreadPoolExecutor(max_workers=env_workers, thread_name_prefix="env-step") if env_workers > 0 else None
+    pool = (
+        ThreadPoolExecutor(max_workers=env_workers, thread_name_prefix="env-step")
+        if env_workers > 0
+        else None
+    )
     stepping: dict[Future, int] = {}
     with policy.open_stream(sampling) as stream:
         for i, ep in enumerate(episodes):
@@ -215,7 +238,14 @@ def _run_continuous(policy, chat: ChatFormat, episodes: list[_Episode], config: 
                         i = request.episode_index
                         ep = episodes[i]
                         ep.extend(gen.token_ids, 1, gen.logprobs)
-                        args = (ep, chat, config, list(gen.token_ids), gen.finished, request.max_new_tokens)
+                        args = (
+                            ep,
+                            chat,
+                            config,
+                            list(gen.token_ids),
+                            gen.finished,
+                            request.max_new_tokens,
+                        )
                         if pool is None:
                             _step(*args)
                             ready.append(i)
@@ -224,8 +254,11 @@ def _run_continuous(policy, chat: ChatFormat, episodes: list[_Episode], config: 
                 if stepping:
                     # busy: take whatever finished and keep decoding; idle: wait for every pending
                     # step so their next turns join the batch together (one prefill, not one each)
-                    done, _ = wait(list(stepping), timeout=0 if stream.busy else None,
-                                   return_when=FIRST_COMPLETED if stream.busy else ALL_COMPLETED)
+                    done, _ = wait(
+                        list(stepping),
+                        timeout=0 if stream.busy else None,
+                        return_when=FIRST_COMPLETED if stream.busy else ALL_COMPLETED,
+                    )
                     for future in done:
                         ready.append(stepping.pop(future))
                         future.result()  # _step handles env errors itself; anything else is a bug
@@ -256,7 +289,10 @@ def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
         prompt = _prompt_ids(ep, chat, config)
     except Exception as exc:  # noqa: BLE001 - text the tokenizer rejects fails its episode only
         log.exception("tokenizing the first observation failed (seed %s)", ep.seed)
-        ep.stop, ep.info["failure"] = StopReason.ERROR, f"tokenizing the observation raised {type(exc).__name__}: {exc}"
+        ep.stop, ep.info["failure"] = (
+            StopReason.ERROR,
+            f"tokenizing the observation raised {type(exc).__name__}: {exc}",
+        )
         return
     if prompt is None:
         ep.stop = StopReason.MAX_TOKENS
@@ -266,12 +302,20 @@ def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
         ep.stop = StopReason.MAX_TOKENS
 
 
-def _step(ep: _Episode, chat: ChatFormat, config: RolloutConfig, sampled: list[int], finished: bool,
-          budget: int) -> None:
+def _step(
+    ep: _Episode,
+    chat: ChatFormat,
+    config: RolloutConfig,
+    sampled: list[int],
+    finished: bool,
+    budget: int,
+) -> None:
     """Hand the turn's reply to the env and append its answer (``budget``: the request's max_new_tokens)."""
     index = len(ep.turns)
     text = chat.decode(sampled[:-1] if finished else sampled)
-    if not finished and len(sampled) >= budget:  # cut by a token budget: not an action the env should score
+    if (
+        not finished and len(sampled) >= budget
+    ):  # cut by a token budget: not an action the env should score
         _end_cut_turn(ep, config, text, len(sampled))
         return
     calls, errors = parse_tool_calls(text, turn_index=index)
@@ -307,13 +351,21 @@ def _step(ep: _Episode, chat: ChatFormat, config: RolloutConfig, sampled: list[i
     )
     ep.span_start = len(ep.ids)
     if info.get("context_reset"):  # the env wiped the conversation: keep the system message only
-        ep.conversation = [m for m in ep.conversation[:1] if m.role == "system"] + list(obs.messages)
+        ep.conversation = [m for m in ep.conversation[:1] if m.role == "system"] + list(
+            obs.messages
+        )
     else:
         ep.conversation += [Message("assistant", text), *obs.messages]
     if ep.stop is None:
-        reset = bool(info.get("context_reset"))  # a reset rebuilds the prompt: no continuation to encode
+        reset = bool(
+            info.get("context_reset")
+        )  # a reset rebuilds the prompt: no continuation to encode
         try:  # the per-episode guard covers tokenizing the env's text: a bad observation fails this episode only
-            continuation = [] if reset else chat.encode(chat.render_continuation(obs.messages, reply_closed=finished))
+            continuation = (
+                []
+                if reset
+                else chat.encode(chat.render_continuation(obs.messages, reply_closed=finished))
+            )
             segment = len(ep.ids) - ep.segment_starts[-1]
             if reset or 0 < config.context_max_tokens < segment + len(continuation):
                 _new_segment(ep, chat, config)
@@ -334,12 +386,23 @@ def _end_cut_turn(ep: _Episode, config: RolloutConfig, text: str, num_sampled: i
     """Record a reply cut by the token budget as the episode's last turn (``Turn.truncated``),
     without stepping the env, and end the episode truncated: ``MAX_NEW_TOKENS`` when the
     per-turn budget cut it, ``MAX_TOKENS`` when the segment's ``max_total_tokens`` did."""
-    ep.stop = StopReason.MAX_NEW_TOKENS if num_sampled >= config.max_new_tokens else StopReason.MAX_TOKENS
+    ep.stop = (
+        StopReason.MAX_NEW_TOKENS if num_sampled >= config.max_new_tokens else StopReason.MAX_TOKENS
+    )
     ep.messages.append(Message("assistant", text))
-    ep.turns.append(Turn(index=len(ep.turns), action=Action(text=text), observation=None, reward=0.0,
-                         tool_results=(), token_ids=tuple(ep.ids[ep.span_start :]),
-                         loss_mask=tuple(ep.mask[ep.span_start :]), logprobs=tuple(ep.logprobs[ep.span_start :]),
-                         truncated=True))
+    ep.turns.append(
+        Turn(
+            index=len(ep.turns),
+            action=Action(text=text),
+            observation=None,
+            reward=0.0,
+            tool_results=(),
+            token_ids=tuple(ep.ids[ep.span_start :]),
+            loss_mask=tuple(ep.mask[ep.span_start :]),
+            logprobs=tuple(ep.logprobs[ep.span_start :]),
+            truncated=True,
+        )
+    )
     ep.span_start = len(ep.ids)
 
 
@@ -352,7 +415,9 @@ def _prompt_ids(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> list[i
         return ids
     if len(ep.conversation) < 2:
         return None
-    builder = ContextBuilder(lambda text: len(chat.encode(text)), config.context_max_tokens, render=chat.render_prompt)
+    builder = ContextBuilder(
+        lambda text: len(chat.encode(text)), config.context_max_tokens, render=chat.render_prompt
+    )
     system, task, *history = ep.conversation
     try:
         built = builder.build(system, task, history)

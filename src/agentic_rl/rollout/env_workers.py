@@ -83,7 +83,11 @@ class EnvWorker:
         """``env.reset`` of the instance ``handle``; its info gains ``env_worker_pid`` and
         ``env_worker_host`` (this actor's process id and host name)."""
         observation, info = self.envs[handle].reset(seed=seed, options=options)
-        return observation, {**info, "env_worker_pid": os.getpid(), "env_worker_host": socket.gethostname()}
+        return observation, {
+            **info,
+            "env_worker_pid": os.getpid(),
+            "env_worker_host": socket.gethostname(),
+        }
 
     def step(self, handle: int, action: Action):
         """``env.step`` of the instance ``handle``."""
@@ -131,7 +135,9 @@ class RemoteEnv(Env):
     def _call(self, method: str, *args: Any):
         return self.pool.get([self.call_async(method, *args)], what=f"{self.env_id} {method}")[0]
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """Remote ``reset``. Raises :class:`EnvWorkerError` on any remote failure."""
         return self._call("reset", seed, options)
 
@@ -183,8 +189,14 @@ class EnvWorkerPool:
         AgenticRLError: Ray is not installed.
     """
 
-    def __init__(self, num_workers: int, *, address: str | None = None, cpus_per_worker: float = 1.0,
-                 timeout_s: float = 300.0):
+    def __init__(
+        self,
+        num_workers: int,
+        *,
+        address: str | None = None,
+        cpus_per_worker: float = 1.0,
+        timeout_s: float = 300.0,
+    ):
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if timeout_s <= 0:
@@ -214,7 +226,9 @@ class EnvWorkerPool:
             EnvWorkerError: the worker could not build it (unknown id, bad kwargs: message kept).
         """
         index, handle = next(self._next), next(self._handles)
-        env_id = self.get([self.actors[index].create.remote(handle, env, kwargs)], what=f"create {env}")[0]
+        env_id = self.get(
+            [self.actors[index].create.remote(handle, env, kwargs)], what=f"create {env}"
+        )[0]
         return RemoteEnv(self, index, handle, env_id or (env if isinstance(env, str) else ""))
 
     def get(self, refs: Sequence[Any], *, what: str) -> list[Any]:
@@ -230,11 +244,17 @@ class EnvWorkerPool:
         except ray.exceptions.RayError as exc:  # dead actor, lost object, ...
             raise EnvWorkerError(f"{what}: {type(exc).__name__}: {exc}") from None
 
-    def reset_many(self, envs: Sequence[RemoteEnv], seeds: Sequence[int | None],
-                   options: Sequence[dict[str, Any] | None] | None = None) -> list[Any]:
+    def reset_many(
+        self,
+        envs: Sequence[RemoteEnv],
+        seeds: Sequence[int | None],
+        options: Sequence[dict[str, Any] | None] | None = None,
+    ) -> list[Any]:
         """Reset all ``envs`` concurrently; returns each result, or the :class:`EnvWorkerError` it raised."""
         opts = options or [None] * len(envs)
-        return self._gather([e.call_async("reset", s, o) for e, s, o in zip(envs, seeds, opts)], "reset")
+        return self._gather(
+            [e.call_async("reset", s, o) for e, s, o in zip(envs, seeds, opts)], "reset"
+        )
 
     def step_many(self, envs: Sequence[RemoteEnv], actions: Sequence[Action]) -> list[Any]:
         """Step all ``envs`` concurrently (each with its action); returns each result, or the

@@ -81,12 +81,16 @@ def truncate_trajectory(trajectory: Trajectory, k: int) -> Trajectory:
     if k == n:
         return trajectory
     if not len(trajectory.token_ids) == len(trajectory.loss_mask) == len(trajectory.logprobs):
-        raise ValueError(f"trajectory {trajectory.trajectory_id}: token_ids, loss_mask and logprobs differ in length")
+        raise ValueError(
+            f"trajectory {trajectory.trajectory_id}: token_ids, loss_mask and logprobs differ in length"
+        )
     kept = trajectory.turns[:k]
     spans = [i for t in kept for i in t.token_ids]
     length = len(spans) + _context_length(trajectory.turns[k].loss_mask)
     if tuple(spans) != trajectory.token_ids[: len(spans)] or length > len(trajectory.token_ids):
-        raise ValueError(f"trajectory {trajectory.trajectory_id}: its token stream does not match its turns' spans")
+        raise ValueError(
+            f"trajectory {trajectory.trajectory_id}: its token stream does not match its turns' spans"
+        )
     start = _initial_message_count(trajectory)
     messages = list(trajectory.messages[:start])
     for turn in kept:
@@ -107,7 +111,9 @@ def truncate_trajectory(trajectory: Trajectory, k: int) -> Trajectory:
     )
 
 
-def rollback(env: Env, trajectory: Trajectory, k: int, *, snapshots: Sequence[Any] | None = None) -> Trajectory:
+def rollback(
+    env: Env, trajectory: Trajectory, k: int, *, snapshots: Sequence[Any] | None = None
+) -> Trajectory:
     """Bring ``env`` to its state after turn ``k`` of ``trajectory`` and return the cut trajectory.
 
     Args:
@@ -126,10 +132,14 @@ def rollback(env: Env, trajectory: Trajectory, k: int, *, snapshots: Sequence[An
     """
     cut = truncate_trajectory(trajectory, k)
     if env.env_id and trajectory.env_id and env.env_id != trajectory.env_id:
-        raise ValueError(f"env {env.env_id!r} cannot roll back a trajectory of {trajectory.env_id!r}")
+        raise ValueError(
+            f"env {env.env_id!r} cannot roll back a trajectory of {trajectory.env_id!r}"
+        )
     if snapshots is not None:
         if len(snapshots) <= k:
-            raise ValueError(f"rolling back to turn {k} needs snapshots[{k}]; got {len(snapshots)} snapshots")
+            raise ValueError(
+                f"rolling back to turn {k} needs snapshots[{k}]; got {len(snapshots)} snapshots"
+            )
         env.restore(snapshots[k])
         return cut
     _replay(env, trajectory, k)
@@ -142,23 +152,35 @@ def _replay(env: Env, trajectory: Trajectory, k: int) -> None:
     try:
         obs, _ = env.reset(seed=trajectory.seed, options={"trajectory_id": tid})
     except Exception as exc:
-        raise ReplayMismatchError(f"trajectory {tid}: reset raised {type(exc).__name__}: {exc}") from exc
+        raise ReplayMismatchError(
+            f"trajectory {tid}: reset raised {type(exc).__name__}: {exc}"
+        ) from exc
     if obs.messages != trajectory.messages[:start]:
-        raise ReplayMismatchError(f"trajectory {tid}: reset(seed={trajectory.seed}) gave a different first observation")
+        raise ReplayMismatchError(
+            f"trajectory {tid}: reset(seed={trajectory.seed}) gave a different first observation"
+        )
     for turn in trajectory.turns[:k]:
         try:
             obs, reward, _, _, _ = env.step(turn.action)
         except Exception as exc:
-            raise ReplayMismatchError(f"trajectory {tid}, turn {turn.index}: step raised {type(exc).__name__}: {exc}") from exc
+            raise ReplayMismatchError(
+                f"trajectory {tid}, turn {turn.index}: step raised {type(exc).__name__}: {exc}"
+            ) from exc
         recorded = turn.observation.messages if turn.observation else ()
         if obs.messages != recorded:
-            diff = next((i for i, (a, b) in enumerate(zip(obs.messages, recorded)) if a != b),
-                        min(len(obs.messages), len(recorded)))
-            raise ReplayMismatchError(f"trajectory {tid}, turn {turn.index}: observation differs from the recorded one "
-                                      f"(message {diff}: got {obs.messages[diff:diff + 1]!r}, "
-                                      f"recorded {recorded[diff:diff + 1]!r})")
+            diff = next(
+                (i for i, (a, b) in enumerate(zip(obs.messages, recorded)) if a != b),
+                min(len(obs.messages), len(recorded)),
+            )
+            raise ReplayMismatchError(
+                f"trajectory {tid}, turn {turn.index}: observation differs from the recorded one "
+                f"(message {diff}: got {obs.messages[diff : diff + 1]!r}, "
+                f"recorded {recorded[diff : diff + 1]!r})"
+            )
         if float(reward) != turn.reward:
-            raise ReplayMismatchError(f"trajectory {tid}, turn {turn.index}: reward {reward} != recorded {turn.reward}")
+            raise ReplayMismatchError(
+                f"trajectory {tid}, turn {turn.index}: reward {reward} != recorded {turn.reward}"
+            )
 
 
 class SnapshottingEnv(Env):
@@ -178,7 +200,9 @@ class SnapshottingEnv(Env):
         self.description = env.description
         self.snapshots: list[Any] = []
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """``env.reset``, then the first snapshot.
 
         Raises:

@@ -13,16 +13,16 @@ sandboxed stateful ``python`` tool and workspace file tools (bubblewrap), with s
 Layer rule: this package imports only the standard library and :mod:`agentic_rl.types`.
 """
 
+from agentic_rl.tools.audit import AuditLog
 from agentic_rl.tools.base import Tool, ToolArgumentError, execute_tool_calls, tool
 from agentic_rl.tools.calculator import CalculatorError, calculator, evaluate_arithmetic
-from agentic_rl.tools.parser import parse_tool_calls
-from agentic_rl.tools.prompt import render_tool_system_prompt
-from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.executor import ExecutionReport, ToolExecutor
-from agentic_rl.tools.permissions import Decision, PermissionPolicy
-from agentic_rl.tools.sandbox import SandboxConfig, SandboxError, SandboxUnavailableError
 from agentic_rl.tools.episode import EpisodeSandbox
+from agentic_rl.tools.executor import ExecutionReport, ToolExecutor
+from agentic_rl.tools.parser import parse_tool_calls
+from agentic_rl.tools.permissions import Decision, PermissionPolicy
+from agentic_rl.tools.prompt import render_tool_system_prompt
 from agentic_rl.tools.risk_detector import SandboxRiskDetector
+from agentic_rl.tools.sandbox import SandboxConfig, SandboxError, SandboxUnavailableError
 from agentic_rl.tools.sandboxed import SandboxedTools
 from agentic_rl.tools.snapshot import SandboxSnapshot, SnapshotError, SnapshotReplayError
 

@@ -66,7 +66,7 @@ def _write_all(fd, data):
     view = memoryview(data)
     while view:
         try:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         except InterruptedError:
             continue
         except OSError:  # the program closed or broke its own descriptor: its output is lost
@@ -87,7 +87,7 @@ class _FdWriter(io.TextIOBase):
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
         if self.room > 0:
-            part = s[:self.room]
+            part = s[: self.room]
             self.room -= len(part)
             _write_all(self.fd, part.encode("utf-8", "backslashreplace"))
         return len(s)
@@ -101,9 +101,13 @@ class _FdWriter(io.TextIOBase):
 
 
 def _apply_limits(limits, uid):
-    names = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS,
-             "nproc": resource.RLIMIT_NPROC, "fsize": resource.RLIMIT_FSIZE,
-             "nofile": resource.RLIMIT_NOFILE}
+    names = {
+        "cpu": resource.RLIMIT_CPU,
+        "as": resource.RLIMIT_AS,
+        "nproc": resource.RLIMIT_NPROC,
+        "fsize": resource.RLIMIT_FSIZE,
+        "nofile": resource.RLIMIT_NOFILE,
+    }
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     for key, value in limits.items():
         if value is None:
@@ -200,7 +204,13 @@ class _Stream:
     """One capped output pipe of the kernel (descriptor 1 or 2), read by the supervisor."""
 
     def __init__(self, fd, cap):
-        self.fd, self.limit, self.data, self.dropped, self.open = fd, 4 * cap + 4, bytearray(), 0, True
+        self.fd, self.limit, self.data, self.dropped, self.open = (
+            fd,
+            4 * cap + 4,
+            bytearray(),
+            0,
+            True,
+        )
         os.set_blocking(fd, False)
 
     def read(self):
@@ -242,7 +252,9 @@ class _Kernel:
         pid = os.fork()
         if pid == 0:
             try:
-                _kernel(settings, req_r, rep_w, out_w, err_w, (*keep_closed, req_w, rep_r, out_r, err_r))
+                _kernel(
+                    settings, req_r, rep_w, out_w, err_w, (*keep_closed, req_w, rep_r, out_r, err_r)
+                )
             except BaseException:  # noqa: BLE001 - start-up failed: say why on the sandbox's stderr
                 traceback.print_exc()
             finally:
@@ -276,7 +288,9 @@ class _Kernel:
         """Wait for the kernel's reply carrying ``token`` or its death; (claim | None, wait status | None)."""
         claim, status, reply_open = None, None, True
         while status is None:
-            fds = [s.fd for s in (self.out, self.err) if s.open] + ([self.replies] if reply_open else [])
+            fds = [s.fd for s in (self.out, self.err) if s.open] + (
+                [self.replies] if reply_open else []
+            )
             fds += [self.pidfd] if self.pidfd is not None else []
             ready = select.select(fds, [], [], None if self.pidfd is not None else 0.05)[0]
             for stream in (self.out, self.err):
@@ -313,15 +327,24 @@ class _Kernel:
             signum = os.WTERMSIG(status)
             used = self.usage.ru_utime + self.usage.ru_stime
             # rusage lags the clock the limit is checked against by up to a few ticks
-            cpu = (signum in (signal.SIGXCPU, signal.SIGKILL) and self.cpu_limit is not None
-                   and used >= self.cpu_limit - max(0.1, 0.02 * self.cpu_limit))
+            cpu = (
+                signum in (signal.SIGXCPU, signal.SIGKILL)
+                and self.cpu_limit is not None
+                and used >= self.cpu_limit - max(0.1, 0.02 * self.cpu_limit)
+            )
         elif status is not None:
             exit_code = os.WEXITSTATUS(status)
-        return {"stdout": stdout, "stderr": stderr, "value": value,
-                "exception": exception[:_MAX_NAME] if exception else None,
-                "memory_exceeded": claim.get("memory_exceeded") is True,
-                "truncated": out_cut or err_cut or value_cut, "exit": exit_code, "signal": signum,
-                "cpu_exceeded": cpu}
+        return {
+            "stdout": stdout,
+            "stderr": stderr,
+            "value": value,
+            "exception": exception[:_MAX_NAME] if exception else None,
+            "memory_exceeded": claim.get("memory_exceeded") is True,
+            "truncated": out_cut or err_cut or value_cut,
+            "exit": exit_code,
+            "signal": signum,
+            "cpu_exceeded": cpu,
+        }
 
 
 def main():
@@ -343,7 +366,9 @@ def main():
             return
         token = secrets.token_hex(16)
         try:
-            kernel.requests.write(json.dumps({"code": json.loads(line)["code"], "token": token}).encode() + b"\n")
+            kernel.requests.write(
+                json.dumps({"code": json.loads(line)["code"], "token": token}).encode() + b"\n"
+            )
             kernel.requests.flush()
         except BrokenPipeError:  # the kernel is gone (or closed its end): collect sees how
             pass

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -79,12 +79,14 @@ class AuditLog:
             OSError: the file cannot be created or written (an audit failure is never silent).
             TypeError: the record is not JSON-serialisable.
         """
-        record = {"time": datetime.now(timezone.utc).isoformat(timespec="microseconds"), **record}
+        record = {"time": datetime.now(UTC).isoformat(timespec="microseconds"), **record}
         if "arguments" in record:
             encoded = json.dumps(record["arguments"], ensure_ascii=False, default=str)
             if len(encoded) > MAX_ARGUMENT_CHARS:
                 record["arguments"] = f"<{len(encoded)} chars> {encoded[:200]}…"
-        line = (valid_text(json.dumps(record, ensure_ascii=False, default=str)) + "\n").encode("utf-8")
+        line = (valid_text(json.dumps(record, ensure_ascii=False, default=str)) + "\n").encode(
+            "utf-8"
+        )
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -98,8 +100,9 @@ class AuditLog:
                 os.close(fd)
         return record
 
-    def read(self, tool: str | None = None, decision: str | None = None,
-             trajectory_id: str | None = None) -> list[dict[str, Any]]:
+    def read(
+        self, tool: str | None = None, decision: str | None = None, trajectory_id: str | None = None
+    ) -> list[dict[str, Any]]:
         """Return the records, in order, matching every filter given (None = any).
 
         A final line without its newline (a write cut by a crash) is skipped. A missing file

@@ -30,8 +30,9 @@ from __future__ import annotations
 import copy
 import functools
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from agentic_rl.tools._schema import check_object, schema_from_function
 from agentic_rl.tools.parser import in_call_order
@@ -152,8 +153,9 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> An
     def build(func: Callable[..., Any]) -> Tool:
         description, parameters, fill_none = schema_from_function(func)
         call = functools.partial(func, **dict.fromkeys(fill_none)) if fill_none else func
-        return Tool(name=name or func.__name__, description=description,
-                    parameters=parameters, fn=call)
+        return Tool(
+            name=name or func.__name__, description=description, parameters=parameters, fn=call
+        )
 
     return build(fn) if fn is not None else build
 
@@ -170,8 +172,12 @@ def _truncate(text: str, max_chars: int) -> str:
 
 def _parse_error_result(error: ToolCallError, call_id: str) -> ToolResult:
     """The observation of a call the parser rejected, under the id of its place in the message."""
-    return ToolResult(call_id=call_id, name="", content=f"Error: could not parse tool call: {error.message}",
-                      ok=False)
+    return ToolResult(
+        call_id=call_id,
+        name="",
+        content=f"Error: could not parse tool call: {error.message}",
+        ok=False,
+    )
 
 
 def _run_one(call: ToolCall, tools: Mapping[str, Tool]) -> ToolResult:
@@ -221,7 +227,9 @@ def execute_tool_calls(
     if max_chars <= 0:
         raise ValueError(f"max_chars must be positive, got {max_chars}")
     results = [
-        _parse_error_result(item, call_id) if isinstance(item, ToolCallError) else _run_one(item, tools)
+        _parse_error_result(item, call_id)
+        if isinstance(item, ToolCallError)
+        else _run_one(item, tools)
         for call_id, item in in_call_order(calls, errors)
     ]
     return tuple(

@@ -21,14 +21,20 @@ Limits (so that a policy cannot make the environment hang): at most 200 characte
 from __future__ import annotations
 
 import ast
-import re
 import math
+import re
 from fractions import Fraction
 
 from agentic_rl.tools.base import tool
 
-__all__ = ["CalculatorError", "evaluate_arithmetic", "calculator",
-           "MAX_EXPRESSION_CHARS", "MAX_EXPONENT", "MAX_MAGNITUDE"]
+__all__ = [
+    "CalculatorError",
+    "evaluate_arithmetic",
+    "calculator",
+    "MAX_EXPRESSION_CHARS",
+    "MAX_EXPONENT",
+    "MAX_MAGNITUDE",
+]
 
 MAX_EXPRESSION_CHARS = 200
 MAX_EXPONENT = 100
@@ -36,11 +42,25 @@ MAX_MAGNITUDE = 10**100
 SIGNIFICANT_DIGITS = 10
 
 _SYMBOLS = {"×": "*", "·": "*", "÷": "/", "−": "-"}
-_OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-              ast.Mod: "%", ast.Pow: "**"}
-_BAD_OPERATORS = {ast.BitXor: "^ (use ** for powers)", ast.MatMult: "@", ast.BitAnd: "&",
-                  ast.BitOr: "|", ast.LShift: "<<", ast.RShift: ">>", ast.Invert: "~",
-                  ast.Not: "not"}
+_OPERATORS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+}
+_BAD_OPERATORS = {
+    ast.BitXor: "^ (use ** for powers)",
+    ast.MatMult: "@",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.Invert: "~",
+    ast.Not: "not",
+}
 
 Number = Fraction | float
 
@@ -159,7 +179,8 @@ def evaluate_arithmetic(expression: str) -> int | float:
         raise CalculatorError(f"expression must be a string, got {type(expression).__name__}")
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise CalculatorError(
-            f"expression too long ({len(expression)} chars, limit {MAX_EXPRESSION_CHARS})")
+            f"expression too long ({len(expression)} chars, limit {MAX_EXPRESSION_CHARS})"
+        )
     for symbol, replacement in _SYMBOLS.items():
         expression = expression.replace(symbol, replacement)
     expression = expression.strip()
@@ -173,8 +194,10 @@ def evaluate_arithmetic(expression: str) -> int | float:
         words = list(dict.fromkeys(re.findall(r"[A-Za-z_]+", expression)))
         if words:  # the common small-model mistake: units or prose inside the expression
             shown = ", ".join(repr(w) for w in words[:5]) + (", ..." if len(words) > 5 else "")
-            raise CalculatorError(f"invalid syntax: words are not allowed ({shown}); write only numbers and "
-                                  "+ - * / // % ** ( ), e.g. 12 * 3 + 4") from None
+            raise CalculatorError(
+                f"invalid syntax: words are not allowed ({shown}); write only numbers and "
+                "+ - * / // % ** ( ), e.g. 12 * 3 + 4"
+            ) from None
         raise CalculatorError(f"invalid syntax: {getattr(exc, 'msg', exc)}") from None
     except RecursionError:
         raise CalculatorError("expression nested too deeply") from None

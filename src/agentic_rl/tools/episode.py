@@ -31,7 +31,12 @@ from typing import Any
 from agentic_rl.tools import workspace as ws
 from agentic_rl.tools.base import Tool
 from agentic_rl.tools.freeze import descendants, frozen
-from agentic_rl.tools.limits import SandboxCgroup, cgroup_problem, mount_workspace, unmount_workspace
+from agentic_rl.tools.limits import (
+    SandboxCgroup,
+    cgroup_problem,
+    mount_workspace,
+    unmount_workspace,
+)
 from agentic_rl.tools.python_tool import ExecResult, PythonInterpreter
 from agentic_rl.tools.risk_detector import limit_events, path_events
 from agentic_rl.tools.sandbox import SandboxConfig, SandboxError, SandboxUnavailableError
@@ -85,8 +90,12 @@ class EpisodeSandbox:
             backend cannot run.
     """
 
-    def __init__(self, config: SandboxConfig | None = None, *,
-                 max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES) -> None:
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
+    ) -> None:
         self.config = config or SandboxConfig()
         self.max_snapshot_bytes = max_snapshot_bytes
         # replay record of the running interpreter's life (see agentic_rl.tools.snapshot)
@@ -109,8 +118,9 @@ class EpisodeSandbox:
             os.chown(self.workspace, self.uid, self.uid)
         if self.config.backend == "unsafe_local":
             capture = str(self._dir / "fd_output")
-        self.interpreter = PythonInterpreter(self.config, self.workspace, uid=self.uid,
-                                             marker=self.marker, capture=capture)
+        self.interpreter = PythonInterpreter(
+            self.config, self.workspace, uid=self.uid, marker=self.marker, capture=capture
+        )
         self.closed = False
 
     def _set_up_whole_limits(self) -> None:
@@ -127,8 +137,9 @@ class EpisodeSandbox:
         problem = cgroup_problem(cfg.cgroup_parent)
         if problem is None:
             try:
-                self.cgroup = SandboxCgroup(self.marker, cfg.memory_bytes, cfg.max_processes + 3,
-                                            cfg.cgroup_parent)
+                self.cgroup = SandboxCgroup(
+                    self.marker, cfg.memory_bytes, cfg.max_processes + 3, cfg.cgroup_parent
+                )
             except OSError as exc:
                 problem = f"cannot create the sandbox's cgroup: {exc}"
         if problem:
@@ -179,7 +190,9 @@ class EpisodeSandbox:
             self.cgroup.add(descendants(self.interpreter.pid))
         except OSError as exc:
             self.interpreter.close()
-            raise SandboxError(f"cannot move the sandbox into its cgroup {self.cgroup.path}: {exc}") from exc
+            raise SandboxError(
+                f"cannot move the sandbox into its cgroup {self.cgroup.path}: {exc}"
+            ) from exc
 
     def pop_last_result(self) -> ExecResult | None:
         """The :class:`ExecResult` of the last ``python`` *tool* call, once (then None).
@@ -193,8 +206,10 @@ class EpisodeSandbox:
     def _start_life(self) -> None:
         self._calls = []
         try:
-            self._life_start, self._life_problem = WorkspaceImage.capture(
-                self.workspace, self.max_snapshot_bytes), None
+            self._life_start, self._life_problem = (
+                WorkspaceImage.capture(self.workspace, self.max_snapshot_bytes),
+                None,
+            )
         except (SnapshotError, OSError) as exc:
             self._life_start, self._life_problem = None, str(exc)
 
@@ -231,8 +246,10 @@ class EpisodeSandbox:
             return
         with frozen(self.interpreter.pid) as settled:
             if not settled:
-                log.warning("sandbox %s: its processes did not stop for a workspace copy; killed",
-                            self.marker)
+                log.warning(
+                    "sandbox %s: its processes did not stop for a workspace copy; killed",
+                    self.marker,
+                )
                 self.interpreter.close()
                 self._wait_until_gone()
                 self._end_life("the sandbox was killed: its processes did not stop for a snapshot")
@@ -273,8 +290,11 @@ class EpisodeSandbox:
         with self._quiescent() as settled:  # processes the replay started are stopped meanwhile
             if not settled:
                 problems.append("the replayed sandbox was killed: its processes did not stop")
-            if snapshot.life_start is not None and \
-                    WorkspaceImage.capture(self.workspace, self.max_snapshot_bytes) != snapshot.files:
+            if (
+                snapshot.life_start is not None
+                and WorkspaceImage.capture(self.workspace, self.max_snapshot_bytes)
+                != snapshot.files
+            ):
                 problems.append("the replayed workspace files differ from the snapshot's")
             snapshot.files.materialize(self.workspace, self.uid)
         if problems:
@@ -292,8 +312,15 @@ class EpisodeSandbox:
                 got: tuple = _outcome(self.interpreter.execute(call.arguments["code"]))
             else:
                 try:
-                    got = (ws.write_file(self.workspace, call.arguments["path"], call.arguments["content"],
-                                         max_bytes=self.config.max_file_bytes, uid=self.uid),)
+                    got = (
+                        ws.write_file(
+                            self.workspace,
+                            call.arguments["path"],
+                            call.arguments["content"],
+                            max_bytes=self.config.max_file_bytes,
+                            uid=self.uid,
+                        ),
+                    )
                 except ws.WorkspaceError as exc:
                     got = (f"error: {exc}",)
             if got != call.outcome:
@@ -322,41 +349,69 @@ class EpisodeSandbox:
         def write_file(path: str, content: str) -> str:
             reply = ws.write_file(root, path, content, max_bytes=cfg.max_file_bytes, uid=self.uid)
             if self.interpreter.pid is not None:  # part of the running interpreter's life
-                self._calls.append(RecordedCall("write_file", {"path": path, "content": content}, (reply,)))
+                self._calls.append(
+                    RecordedCall("write_file", {"path": path, "content": content}, (reply,))
+                )
             return reply
 
         def list_dir(path: str = ".") -> str:
             return ws.list_dir(root, path)
 
         def obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-            return {"type": "object", "properties": props, "required": required,
-                    "additionalProperties": False}
+            return {
+                "type": "object",
+                "properties": props,
+                "required": required,
+                "additionalProperties": False,
+            }
 
         path = {"type": "string", "description": "path relative to the workspace"}
 
         def python_risk(call: Any, result: Any) -> list[dict[str, Any]]:
             return limit_events(call, self.pop_last_result())
 
-        def python_status(call: Any, result: Any) -> dict[str, Any] | None:  # before python_risk pops it
+        def python_status(
+            call: Any, result: Any
+        ) -> dict[str, Any] | None:  # before python_risk pops it
             return self._last_result.audit_fields() if self._last_result is not None else None
 
         def path_risk(call: Any, result: Any) -> list[dict[str, Any]]:
             return path_events(root, call)
 
         return {
-            "python": Tool("python", (
-                "Run Python code in a persistent sandboxed interpreter (variables persist "
-                "between calls; no network; working directory is the workspace). Returns "
-                "stdout, stderr and the value of a final expression."),
-                obj({"code": {"type": "string", "description": "Python source to run"}},
-                    ["code"]), python, python_risk, python_status),
-            "read_file": Tool("read_file", "Read a text file from the workspace.",
-                              obj({"path": path}, ["path"]), read_file, path_risk),
-            "write_file": Tool("write_file", "Write a text file in the workspace (replaces it).",
-                               obj({"path": path, "content": {"type": "string"}},
-                                   ["path", "content"]), write_file, path_risk),
-            "list_dir": Tool("list_dir", "List a directory of the workspace.",
-                             obj({"path": path}, []), list_dir, path_risk),
+            "python": Tool(
+                "python",
+                (
+                    "Run Python code in a persistent sandboxed interpreter (variables persist "
+                    "between calls; no network; working directory is the workspace). Returns "
+                    "stdout, stderr and the value of a final expression."
+                ),
+                obj({"code": {"type": "string", "description": "Python source to run"}}, ["code"]),
+                python,
+                python_risk,
+                python_status,
+            ),
+            "read_file": Tool(
+                "read_file",
+                "Read a text file from the workspace.",
+                obj({"path": path}, ["path"]),
+                read_file,
+                path_risk,
+            ),
+            "write_file": Tool(
+                "write_file",
+                "Write a text file in the workspace (replaces it).",
+                obj({"path": path, "content": {"type": "string"}}, ["path", "content"]),
+                write_file,
+                path_risk,
+            ),
+            "list_dir": Tool(
+                "list_dir",
+                "List a directory of the workspace.",
+                obj({"path": path}, []),
+                list_dir,
+                path_risk,
+            ),
         }
 
     def close(self) -> None:
@@ -403,5 +458,13 @@ class EpisodeSandbox:
 
 def _outcome(result: ExecResult) -> tuple:
     """The deterministic fields of a python result (what a replay must reproduce)."""
-    return (result.stdout, result.stderr, result.value, result.exception, result.exit_status,
-            result.timed_out, result.memory_exceeded, result.output_truncated)
+    return (
+        result.stdout,
+        result.stderr,
+        result.value,
+        result.exception,
+        result.exit_status,
+        result.timed_out,
+        result.memory_exceeded,
+        result.output_truncated,
+    )

@@ -54,17 +54,47 @@ log = logging.getLogger(__name__)
 
 RiskDetector = Callable[[ToolCall, ToolResult], Sequence[dict[str, Any]]]
 _RECORD_FIELDS = {
-    "time", "trajectory_id", "turn", "call_id", "tool", "arguments", "raw", "decision", "rule", "reason",
-    "risk", "duration_s", "ok", "status", "exit_code", "signal", "output_bytes", "output_sha256", "truncated",
+    "time",
+    "trajectory_id",
+    "turn",
+    "call_id",
+    "tool",
+    "arguments",
+    "raw",
+    "decision",
+    "rule",
+    "reason",
+    "risk",
+    "duration_s",
+    "ok",
+    "status",
+    "exit_code",
+    "signal",
+    "output_bytes",
+    "output_sha256",
+    "truncated",
 }
 _STATUS_FIELDS = ("status", "ok", "exit_code", "signal")
 
 
-def risk_event(category: str, tool: str, reason: str, *, call_id: str = "", rule: str = "",
-               denied: bool = False) -> dict[str, Any]:
+def risk_event(
+    category: str,
+    tool: str,
+    reason: str,
+    *,
+    call_id: str = "",
+    rule: str = "",
+    denied: bool = False,
+) -> dict[str, Any]:
     """Build one risk event (the dict shape read by :mod:`agentic_rl.rewards.risk`). Never raises."""
-    return {"category": category, "tool": tool, "reason": reason, "call_id": call_id, "rule": rule,
-            "denied": denied}
+    return {
+        "category": category,
+        "tool": tool,
+        "reason": reason,
+        "call_id": call_id,
+        "rule": rule,
+        "denied": denied,
+    }
 
 
 @dataclass(frozen=True)
@@ -97,9 +127,16 @@ class ToolExecutor:
             ``paths`` rule of the policy names an argument its tool lacks (:meth:`PermissionPolicy.check_tools`).
     """
 
-    def __init__(self, tools: Mapping[str, Tool], policy: PermissionPolicy, audit: AuditLog | None = None,
-                 context: Mapping[str, Any] | None = None, *, max_chars: int = DEFAULT_MAX_CHARS,
-                 risk_detector: RiskDetector | None = None):
+    def __init__(
+        self,
+        tools: Mapping[str, Tool],
+        policy: PermissionPolicy,
+        audit: AuditLog | None = None,
+        context: Mapping[str, Any] | None = None,
+        *,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        risk_detector: RiskDetector | None = None,
+    ):
         context = dict(context or {})
         clash = sorted(set(context) & _RECORD_FIELDS)
         if clash:
@@ -114,8 +151,14 @@ class ToolExecutor:
         self.max_chars = max_chars
         self.risk_detector = risk_detector
 
-    def execute(self, calls: Sequence[ToolCall], errors: Sequence[ToolCallError], *,
-                trajectory_id: str, turn: int) -> ExecutionReport:
+    def execute(
+        self,
+        calls: Sequence[ToolCall],
+        errors: Sequence[ToolCallError],
+        *,
+        trajectory_id: str,
+        turn: int,
+    ) -> ExecutionReport:
         """Check, run and audit one turn's calls; return their observations and risk events.
 
         Raises:
@@ -128,8 +171,16 @@ class ToolExecutor:
         for call_id, item in in_call_order(calls, errors, turn_index=int(turn)):  # message order
             if isinstance(item, ToolCallError):
                 result = self._shown(_parse_error_result(item, call_id))
-                self._audit(where, ToolCall("", {}, raw=item.raw, id=call_id), result.content, result, 0.0,
-                            Decision(False, "parser", item.message), "error", "parse_error")
+                self._audit(
+                    where,
+                    ToolCall("", {}, raw=item.raw, id=call_id),
+                    result.content,
+                    result,
+                    0.0,
+                    Decision(False, "parser", item.message),
+                    "error",
+                    "parse_error",
+                )
                 results.append(result)
                 continue
             result, new_events = self._one(item, where)
@@ -137,28 +188,55 @@ class ToolExecutor:
             events.extend(new_events)
         return ExecutionReport(tuple(results), tuple(events))
 
-    def _one(self, call: ToolCall, where: dict[str, Any]) -> tuple[ToolResult, list[dict[str, Any]]]:
+    def _one(
+        self, call: ToolCall, where: dict[str, Any]
+    ) -> tuple[ToolResult, list[dict[str, Any]]]:
         if call.name not in self.tools:
             result = _run_one(call, self.tools)
-            self._audit(where, call, result.content, result, 0.0,
-                        Decision(False, "unknown_tool", result.content), "error", "unknown_tool")
+            self._audit(
+                where,
+                call,
+                result.content,
+                result,
+                0.0,
+                Decision(False, "unknown_tool", result.content),
+                "error",
+                "unknown_tool",
+            )
             return self._shown(result), []
         decision = self.policy.decide(call)
         if not decision.allowed:
             text = f"Denied: the call to '{call.name}' was not run. Reason: {decision.reason}"
             result = ToolResult(call.id, call.name, text, ok=False)
             self._audit(where, call, text, result, 0.0, decision, "deny", "denied")
-            event = risk_event(decision.risk or "denied", call.name, decision.reason, call_id=call.id,
-                               rule=decision.rule, denied=True)
+            event = risk_event(
+                decision.risk or "denied",
+                call.name,
+                decision.reason,
+                call_id=call.id,
+                rule=decision.rule,
+                denied=True,
+            )
             return self._shown(result), [event]
         started = time.perf_counter()
         try:
             result = _run_one(call, self.tools)
-        except SystemExit as exc:  # a tool calling sys.exit() is an observation, not the end of training
+        except (
+            SystemExit
+        ) as exc:  # a tool calling sys.exit() is an observation, not the end of training
             result = ToolResult(call.id, call.name, f"Error: SystemExit: {exc.code}", ok=False)
         duration = time.perf_counter() - started
-        self._audit(where, call, result.content, result, duration, decision, "allow", "ok" if result.ok else "error",
-                    self._reported_status(call, result))
+        self._audit(
+            where,
+            call,
+            result.content,
+            result,
+            duration,
+            decision,
+            "allow",
+            "ok" if result.ok else "error",
+            self._reported_status(call, result),
+        )
         return self._shown(result), self._detect(call, result)
 
     def _reported_status(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
@@ -192,19 +270,45 @@ class ToolExecutor:
         return events
 
     def _shown(self, result: ToolResult) -> ToolResult:
-        return ToolResult(result.call_id, result.name, _truncate(result.content, self.max_chars), result.ok)
+        return ToolResult(
+            result.call_id, result.name, _truncate(result.content, self.max_chars), result.ok
+        )
 
-    def _audit(self, where: dict[str, Any], call: ToolCall, output: str, result: ToolResult, duration: float,
-               decision: Decision, verdict: str, status: str, reported: dict[str, Any] | None = None) -> None:
+    def _audit(
+        self,
+        where: dict[str, Any],
+        call: ToolCall,
+        output: str,
+        result: ToolResult,
+        duration: float,
+        decision: Decision,
+        verdict: str,
+        status: str,
+        reported: dict[str, Any] | None = None,
+    ) -> None:
         if self.audit is None:
             return
         data = valid_text(output).encode("utf-8")  # size and hash of the output as valid text
-        self.audit.append({
-            **self.context, **where,
-            "call_id": call.id, "tool": call.name, "arguments": call.arguments, "raw": call.raw[:2000],
-            "decision": verdict, "rule": decision.rule, "reason": decision.reason, "risk": decision.risk,
-            "duration_s": round(duration, 6), "ok": result.ok, "status": status, "exit_code": None, "signal": None,
-            **(reported or {}),
-            "output_bytes": len(data), "output_sha256": hashlib.sha256(data).hexdigest(),
-            "truncated": len(output) > self.max_chars,
-        })
+        self.audit.append(
+            {
+                **self.context,
+                **where,
+                "call_id": call.id,
+                "tool": call.name,
+                "arguments": call.arguments,
+                "raw": call.raw[:2000],
+                "decision": verdict,
+                "rule": decision.rule,
+                "reason": decision.reason,
+                "risk": decision.risk,
+                "duration_s": round(duration, 6),
+                "ok": result.ok,
+                "status": status,
+                "exit_code": None,
+                "signal": None,
+                **(reported or {}),
+                "output_bytes": len(data),
+                "output_sha256": hashlib.sha256(data).hexdigest(),
+                "truncated": len(output) > self.max_chars,
+            }
+        )

@@ -60,8 +60,11 @@ def _namespace_of(bwrap_pid: int) -> str | None:
 
 
 def _members(namespace: str) -> list[int]:
-    return sorted(int(e.name) for e in os.scandir("/proc")
-                  if e.name.isdigit() and _pid_namespace(e.name) == namespace)
+    return sorted(
+        int(e.name)
+        for e in os.scandir("/proc")
+        if e.name.isdigit() and _pid_namespace(e.name) == namespace
+    )
 
 
 def namespace_pids(bwrap_pid: int) -> list[int]:
@@ -116,8 +119,10 @@ def _snapshot(namespace: str | None) -> dict[int, dict[str, tuple[str, int]] | N
 
 
 def _all_stopped(view: dict[int, dict[str, tuple[str, int]] | None]) -> bool:
-    return all(threads is None or all(s in _STOPPED + _GONE for s, _ in threads.values())
-               for threads in view.values())
+    return all(
+        threads is None or all(s in _STOPPED + _GONE for s, _ in threads.values())
+        for threads in view.values()
+    )
 
 
 def _stop(bwrap_pid: int, timeout_s: float) -> tuple[bool, set[int]]:

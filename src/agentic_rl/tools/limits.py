@@ -97,8 +97,10 @@ def cgroup_problem(cgroup_parent: str | None = None) -> str | None:
     try:
         offered = (parent / "cgroup.controllers").read_text().split()
         if not {"memory", "pids"} <= set(offered):
-            return (f"the cgroup v2 hierarchy offers {offered or 'no controllers'} to {parent}, "
-                    "not memory and pids (a cgroup v1 or hybrid host, or no delegation)")
+            return (
+                f"the cgroup v2 hierarchy offers {offered or 'no controllers'} to {parent}, "
+                "not memory and pids (a cgroup v1 or hybrid host, or no delegation)"
+            )
         enabled = (parent / "cgroup.subtree_control").read_text().split()
         if not {"memory", "pids"} <= set(enabled):
             (parent / "cgroup.subtree_control").write_text("+memory +pids")
@@ -123,8 +125,9 @@ class SandboxCgroup:
         OSError: the cgroup cannot be created or configured (check :func:`cgroup_problem` first).
     """
 
-    def __init__(self, name: str, memory_bytes: int, max_pids: int,
-                 cgroup_parent: str | None = None) -> None:
+    def __init__(
+        self, name: str, memory_bytes: int, max_pids: int, cgroup_parent: str | None = None
+    ) -> None:
         parent = _parent(cgroup_parent)
         if parent is None:
             raise OSError("no cgroup v2 hierarchy is mounted")
@@ -155,8 +158,12 @@ class SandboxCgroup:
     def events(self) -> dict[str, int]:
         """``memory.events`` counters (``oom_kill``, ``max``, ...); empty if unreadable. Never raises."""
         try:
-            return {k: int(v) for k, v in (line.split() for line in
-                                           (self.path / "memory.events").read_text().splitlines())}
+            return {
+                k: int(v)
+                for k, v in (
+                    line.split() for line in (self.path / "memory.events").read_text().splitlines()
+                )
+            }
         except (OSError, ValueError):
             return {}
 

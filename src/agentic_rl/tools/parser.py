@@ -92,7 +92,9 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     for key, value in pairs:
         key = valid_text(key)
         if key in out:
-            raise _BadValue(f'the key "{key}" appears twice in one JSON object; each key must appear once')
+            raise _BadValue(
+                f'the key "{key}" appears twice in one JSON object; each key must appear once'
+            )
         out[key] = _valid_strings(value)
     return out
 
@@ -103,8 +105,10 @@ def _int(digits: str) -> int:
         return int(digits)
     except ValueError:
         limit = sys.get_int_max_str_digits()
-        raise _BadValue(f"a number has {len(digits.lstrip('-'))} digits, more than the {limit} "
-                        "this parser reads") from None
+        raise _BadValue(
+            f"a number has {len(digits.lstrip('-'))} digits, more than the {limit} "
+            "this parser reads"
+        ) from None
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_object, parse_int=_int)
@@ -119,8 +123,13 @@ def _decode_string_arguments(key: str, value: str) -> dict[str, Any] | str:
     try:
         decoded, end = _DECODER.raw_decode(value)
     except _DECODE_ERRORS as exc:
-        why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc) if isinstance(exc, _BadValue) \
+        why = (
+            exc.msg
+            if isinstance(exc, json.JSONDecodeError)
+            else str(exc)
+            if isinstance(exc, _BadValue)
             else "nested too deeply"
+        )
         return f'"{key}" is a string that is not valid JSON ({why}); it must be a JSON object'
     if end != len(value):
         return f'"{key}" is a string with text after its JSON value; it must be one JSON object'
@@ -137,7 +146,9 @@ def _arguments(obj: dict[str, Any]) -> dict[str, Any] | str:
     if not present:
         stray = [k for k, v in obj.items() if k != "name" and isinstance(v, dict)]
         if stray:
-            return f'the call has no "arguments" but an object under "{stray[0]}"; name it "arguments"'
+            return (
+                f'the call has no "arguments" but an object under "{stray[0]}"; name it "arguments"'
+            )
         return {}
     key = present[0]
     value = obj[key]
@@ -198,11 +209,15 @@ def _parse_block(block: str, reopened: bool) -> tuple[str, dict[str, Any], str] 
     if not block.startswith(CLOSE_TAG, after):
         close = block.find(CLOSE_TAG, end)
         if close == -1:
-            return ToolCallError(raw=block.strip(), message=f"missing closing {CLOSE_TAG} tag after the JSON object")
+            return ToolCallError(
+                raw=block.strip(), message=f"missing closing {CLOSE_TAG} tag after the JSON object"
+            )
         junk = block[after:close].strip()
         shown = junk if len(junk) <= 40 else f"{junk[:40]}… ({len(junk)} chars)"
-        return ToolCallError(raw=block[:close].strip(),
-                             message=f"unexpected text after the JSON object: {shown!r}; {_FORMAT_HINT}")
+        return ToolCallError(
+            raw=block[:close].strip(),
+            message=f"unexpected text after the JSON object: {shown!r}; {_FORMAT_HINT}",
+        )
     checked = _check(obj)
     raw_json = block[start:end]
     if isinstance(checked, str):
@@ -240,7 +255,9 @@ def parse_tool_calls(
             errors.append(parsed)
         else:
             name, arguments, raw = parsed
-            calls.append(ToolCall(name=name, arguments=arguments, raw=raw, id=f"call_{turn_index}_{k}"))
+            calls.append(
+                ToolCall(name=name, arguments=arguments, raw=raw, id=f"call_{turn_index}_{k}")
+            )
         pos, k = nxt, k + 1
     return tuple(calls), tuple(errors)
 
@@ -257,8 +274,9 @@ def _positions(calls: Sequence[ToolCall], total: int) -> list[int] | None:
     return ks
 
 
-def in_call_order(calls: Sequence[ToolCall], errors: Sequence[ToolCallError],
-                  turn_index: int | None = None) -> list[tuple[str, ToolCall | ToolCallError]]:
+def in_call_order(
+    calls: Sequence[ToolCall], errors: Sequence[ToolCallError], turn_index: int | None = None
+) -> list[tuple[str, ToolCall | ToolCallError]]:
     """The calls and parser errors of one message, interleaved in message order, with their ids.
 
     The parser's ids say where each accepted call stood (``call_<turn>_<k>``, ``k`` counting every

@@ -59,7 +59,12 @@ __all__ = ["Decision", "PermissionPolicy", "ToolPermission", "MODES", "SIDE_EFFE
 
 MODES = ("allow", "deny", "ask")
 SIDE_EFFECTS = ("read_only", "workspace_write", "network", "irreversible")
-_DEFAULT_CLASS_MODES = {"read_only": "allow", "workspace_write": "allow", "network": "deny", "irreversible": "deny"}
+_DEFAULT_CLASS_MODES = {
+    "read_only": "allow",
+    "workspace_write": "allow",
+    "network": "deny",
+    "irreversible": "deny",
+}
 _PREFIX = "tools.permissions"
 
 
@@ -122,18 +127,28 @@ def _tool_permission(data: Mapping[str, Any], where: str) -> ToolPermission:
     _check_keys(data, {"side_effect", "mode", "paths", "max_argument_bytes"}, where)
     paths = data.get("paths", {})
     if not isinstance(paths, Mapping):
-        raise ValueError(f"{where}.paths must be a table of argument -> globs, got {type(paths).__name__}")
+        raise ValueError(
+            f"{where}.paths must be a table of argument -> globs, got {type(paths).__name__}"
+        )
     parsed = []
     for arg, globs in paths.items():
         if isinstance(globs, str):
             globs = [globs]
-        if not isinstance(globs, (list, tuple)) or not globs or not all(isinstance(g, str) and g for g in globs):
-            raise ValueError(f"{where}.paths.{arg} must be a non-empty list of glob strings, got {globs!r}")
+        if (
+            not isinstance(globs, (list, tuple))
+            or not globs
+            or not all(isinstance(g, str) and g for g in globs)
+        ):
+            raise ValueError(
+                f"{where}.paths.{arg} must be a non-empty list of glob strings, got {globs!r}"
+            )
         parsed.append((str(arg), tuple(globs)))
     mode = data.get("mode")
     limit = data.get("max_argument_bytes")
     return ToolPermission(
-        side_effect=_choice(data.get("side_effect", "read_only"), SIDE_EFFECTS, f"{where}.side_effect"),
+        side_effect=_choice(
+            data.get("side_effect", "read_only"), SIDE_EFFECTS, f"{where}.side_effect"
+        ),
         mode=None if mode is None else _choice(mode, MODES, f"{where}.mode"),
         paths=tuple(parsed),
         max_argument_bytes=None if limit is None else _size(limit, f"{where}.max_argument_bytes"),
@@ -200,14 +215,18 @@ class PermissionPolicy:
     ask: Callable[[ToolCall], bool] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], ask: Callable[[ToolCall], bool] | None = None) -> PermissionPolicy:
+    def from_dict(
+        cls, data: Mapping[str, Any], ask: Callable[[ToolCall], bool] | None = None
+    ) -> PermissionPolicy:
         """Build a policy from the ``[tools.permissions]`` table (a plain dict).
 
         Raises:
             ValueError: an unknown key (the message names it, e.g.
                 ``tools.permissions.tools.write_file.pathz``) or a wrong value.
         """
-        _check_keys(data, {"default", "ask_default", "max_argument_bytes", "side_effects", "tools"}, _PREFIX)
+        _check_keys(
+            data, {"default", "ask_default", "max_argument_bytes", "side_effects", "tools"}, _PREFIX
+        )
         classes = dict(_DEFAULT_CLASS_MODES)
         side = data.get("side_effects", {})
         _check_keys(side, set(SIDE_EFFECTS), f"{_PREFIX}.side_effects")
@@ -215,16 +234,22 @@ class PermissionPolicy:
             classes[name] = _choice(mode, MODES, f"{_PREFIX}.side_effects.{name}")
         tools = data.get("tools", {})
         if not isinstance(tools, Mapping):
-            raise ValueError(f"{_PREFIX}.tools must be a table of tool name -> rules, got {type(tools).__name__}")
+            raise ValueError(
+                f"{_PREFIX}.tools must be a table of tool name -> rules, got {type(tools).__name__}"
+            )
         ask_default = data.get("ask_default", False)
         if not isinstance(ask_default, bool):
             raise ValueError(f"{_PREFIX}.ask_default must be true or false, got {ask_default!r}")
         return cls(
             default=_choice(data.get("default", "deny"), MODES, f"{_PREFIX}.default"),
             ask_default=ask_default,
-            max_argument_bytes=_size(data.get("max_argument_bytes", 65536), f"{_PREFIX}.max_argument_bytes"),
+            max_argument_bytes=_size(
+                data.get("max_argument_bytes", 65536), f"{_PREFIX}.max_argument_bytes"
+            ),
             side_effects=tuple(classes.items()),
-            tools=tuple((str(n), _tool_permission(r, f"{_PREFIX}.tools.{n}")) for n, r in tools.items()),
+            tools=tuple(
+                (str(n), _tool_permission(r, f"{_PREFIX}.tools.{n}")) for n, r in tools.items()
+            ),
             ask=ask,
         )
 
@@ -260,9 +285,11 @@ class PermissionPolicy:
                 continue
             for arg, _globs in rules.paths:
                 if arg not in props:
-                    raise ValueError(f"{_PREFIX}.tools.{name}.paths.{arg}: tool '{name}' has no argument '{arg}' "
-                                     f"(its arguments: {', '.join(sorted(props)) or 'none'}), so this rule would "
-                                     "never apply")
+                    raise ValueError(
+                        f"{_PREFIX}.tools.{name}.paths.{arg}: tool '{name}' has no argument '{arg}' "
+                        f"(its arguments: {', '.join(sorted(props)) or 'none'}), so this rule would "
+                        "never apply"
+                    )
 
     def rules_of(self, name: str) -> ToolPermission | None:
         """The :class:`ToolPermission` of tool ``name``, or None if unlisted. Never raises."""
@@ -276,22 +303,44 @@ class PermissionPolicy:
         elif rules.mode is not None:
             mode, rule = rules.mode, f"tools.{call.name}.mode"
         else:
-            mode, rule = dict(self.side_effects)[rules.side_effect], f"side_effects.{rules.side_effect}"
+            mode, rule = (
+                dict(self.side_effects)[rules.side_effect],
+                f"side_effects.{rules.side_effect}",
+            )
         if mode == "deny":
-            return Decision(False, rule, f"tool '{call.name}' is denied by the permission policy ({rule})", "denied")
+            return Decision(
+                False,
+                rule,
+                f"tool '{call.name}' is denied by the permission policy ({rule})",
+                "denied",
+            )
         limit = (rules.max_argument_bytes if rules else None) or self.max_argument_bytes
-        size = len(valid_text(json.dumps(call.arguments, ensure_ascii=False, default=str)).encode("utf-8"))
+        size = len(
+            valid_text(json.dumps(call.arguments, ensure_ascii=False, default=str)).encode("utf-8")
+        )
         if size > limit:
-            where = f"tools.{call.name}.max_argument_bytes" if rules and rules.max_argument_bytes else "max_argument_bytes"
-            return Decision(False, where, f"arguments are {size} bytes, over the limit of {limit}", "argument_too_large")
+            where = (
+                f"tools.{call.name}.max_argument_bytes"
+                if rules and rules.max_argument_bytes
+                else "max_argument_bytes"
+            )
+            return Decision(
+                False,
+                where,
+                f"arguments are {size} bytes, over the limit of {limit}",
+                "argument_too_large",
+            )
         for arg, globs in rules.paths if rules else ():
             if arg not in call.arguments:
                 continue
             value = call.arguments[arg]
             if not isinstance(value, str) or not any(glob_match(value, g) for g in globs):
-                return Decision(False, f"tools.{call.name}.paths.{arg}",
-                                f"argument '{arg}'={value!r} is outside the allowed paths ({', '.join(globs)})",
-                                "path_outside_workspace")
+                return Decision(
+                    False,
+                    f"tools.{call.name}.paths.{arg}",
+                    f"argument '{arg}'={value!r} is outside the allowed paths ({', '.join(globs)})",
+                    "path_outside_workspace",
+                )
         if mode == "ask":
             return self._ask(call, rule)
         return Decision(True, rule, "allowed")

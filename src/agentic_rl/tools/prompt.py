@@ -17,15 +17,14 @@ indentation, and non-ASCII characters kept as they are. The call syntax is the o
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from agentic_rl.tools.parser import CLOSE_TAG, OPEN_TAG
 
 __all__ = ["render_tool_system_prompt", "TOOLS_HEADER"]
 
-TOOLS_HEADER = (
-    f'Tools (call one with {OPEN_TAG}{{"name": NAME, "arguments": {{...}}}}{CLOSE_TAG}):'
-)
+TOOLS_HEADER = f'Tools (call one with {OPEN_TAG}{{"name": NAME, "arguments": {{...}}}}{CLOSE_TAG}):'
 
 
 def render_tool_system_prompt(instructions: str, tools: Sequence[dict[str, Any]]) -> str:

@@ -85,8 +85,12 @@ class ExecResult:
     @property
     def ok(self) -> bool:
         """True when the code ran to the end without exception, timeout, signal or exit != 0."""
-        return (not self.timed_out and self.exception is None and self.signal is None
-                and self.exit_status in (None, 0))
+        return (
+            not self.timed_out
+            and self.exception is None
+            and self.signal is None
+            and self.exit_status in (None, 0)
+        )
 
     @property
     def status(self) -> str:
@@ -105,8 +109,12 @@ class ExecResult:
         :mod:`agentic_rl.tools.audit`): ``exit_code`` only when it exited, ``signal`` only when
         killed by one. Never raises."""
         status = self.status
-        return {"status": status, "ok": self.ok, "exit_code": self.exit_status if status == "exited" else None,
-                "signal": self.signal}
+        return {
+            "status": status,
+            "ok": self.ok,
+            "exit_code": self.exit_status if status == "exited" else None,
+            "signal": self.signal,
+        }
 
     def render(self) -> str:
         """The observation text shown to the policy (sections only when non-empty).
@@ -127,14 +135,19 @@ class ExecResult:
         if self.cpu_exceeded:
             parts.append("[CPU time limit exceeded]")
         if self.timed_out:
-            parts.append("[timed out: the call ran past its time limit; the interpreter was "
-                         "restarted and its variables are lost]")
+            parts.append(
+                "[timed out: the call ran past its time limit; the interpreter was "
+                "restarted and its variables are lost]"
+            )
         elif self.signal is not None:
-            parts.append(f"[interpreter killed by signal {self.signal}; a fresh one starts on "
-                         "the next call]")
+            parts.append(
+                f"[interpreter killed by signal {self.signal}; a fresh one starts on the next call]"
+            )
         elif self.exit_status is not None:
-            parts.append(f"[interpreter exited with status {self.exit_status}; a fresh one "
-                         "starts on the next call]")
+            parts.append(
+                f"[interpreter exited with status {self.exit_status}; a fresh one "
+                "starts on the next call]"
+            )
         return "\n".join(parts) if parts else "(no output)"
 
 
@@ -151,8 +164,15 @@ class PythonInterpreter:
     The interpreter starts lazily on the first :meth:`execute`.
     """
 
-    def __init__(self, config: SandboxConfig, workspace: Path, *, uid: int | None = None,
-                 marker: str = "agentic-rl-sandbox", capture: str | None = None) -> None:
+    def __init__(
+        self,
+        config: SandboxConfig,
+        workspace: Path,
+        *,
+        uid: int | None = None,
+        marker: str = "agentic-rl-sandbox",
+        capture: str | None = None,
+    ) -> None:
         self.config, self.workspace, self.uid, self.marker = config, workspace, uid, marker
         self.capture = capture or "/tmp/.agentic_rl_fd_output"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -166,8 +186,17 @@ class PythonInterpreter:
         return self._proc.pid if self._proc else None
 
     def _argv(self, protocol_fds: tuple[int, int], seccomp_fd: int | None = None) -> list[str]:
-        settings = {**worker_settings(self.config, self.uid, self.capture), "protocol_fds": list(protocol_fds)}
-        argv = [self.config.python, *ISOLATION_FLAGS, str(WORKER_PATH), json.dumps(settings), self.marker]
+        settings = {
+            **worker_settings(self.config, self.uid, self.capture),
+            "protocol_fds": list(protocol_fds),
+        }
+        argv = [
+            self.config.python,
+            *ISOLATION_FLAGS,
+            str(WORKER_PATH),
+            json.dumps(settings),
+            self.marker,
+        ]
         if self.config.backend == "bwrap":
             return sandbox_command(self.config, self.workspace, argv, seccomp_fd)
         warn_unsafe_local()
@@ -184,8 +213,13 @@ class PythonInterpreter:
             return
         env = None
         if self.config.backend == "unsafe_local":
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.workspace),
-                   "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+            env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": str(self.workspace),
+                "LANG": "C.UTF-8",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONHASHSEED": "0",
+            }
         self._buffer = b""
         (req_r, req_w), (rep_r, rep_w) = os.pipe(), os.pipe()
         seccomp_fd = filter_fd() if self.config.backend == "bwrap" else None  # no user namespaces
@@ -193,8 +227,15 @@ class PythonInterpreter:
         try:
             argv = self._argv((req_r, rep_w), seccomp_fd)
             self._proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                pass_fds=(req_r, rep_w, *extra), cwd=str(self.workspace), env=env, start_new_session=True)
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=(req_r, rep_w, *extra),
+                cwd=str(self.workspace),
+                env=env,
+                start_new_session=True,
+            )
         except BaseException:
             for fd in (req_w, rep_r):
                 os.close(fd)
@@ -273,10 +314,17 @@ class PythonInterpreter:
             status, _ = self._kill_and_reap()
             duration = time.monotonic() - start
             if alive and duration >= limit:
-                return ExecResult(timed_out=True, duration_s=duration, exit_status=status,
-                                  stderr=f"TimeoutError: the call ran longer than {limit} s\n")
-            return ExecResult(exit_status=status, duration_s=duration,
-                              stderr="the interpreter stopped without replying\n")
+                return ExecResult(
+                    timed_out=True,
+                    duration_s=duration,
+                    exit_status=status,
+                    stderr=f"TimeoutError: the call ran longer than {limit} s\n",
+                )
+            return ExecResult(
+                exit_status=status,
+                duration_s=duration,
+                stderr="the interpreter stopped without replying\n",
+            )
         reply = json.loads(line)
         exit_status, signum = reply["exit"], reply["signal"]
         name = None
@@ -289,10 +337,17 @@ class PythonInterpreter:
         if exit_status is not None:
             self._kill_and_reap()
         return ExecResult(
-            stdout=reply["stdout"], stderr=reply["stderr"], value=reply["value"],
-            exit_status=exit_status, memory_exceeded=reply["memory_exceeded"],
-            output_truncated=reply["truncated"], exception=reply["exception"],
-            duration_s=time.monotonic() - start, signal=name, cpu_exceeded=reply["cpu_exceeded"])
+            stdout=reply["stdout"],
+            stderr=reply["stderr"],
+            value=reply["value"],
+            exit_status=exit_status,
+            memory_exceeded=reply["memory_exceeded"],
+            output_truncated=reply["truncated"],
+            exception=reply["exception"],
+            duration_s=time.monotonic() - start,
+            signal=name,
+            cpu_exceeded=reply["cpu_exceeded"],
+        )
 
     def close(self) -> None:
         """Kill the interpreter and everything it started. Idempotent; never raises."""
@@ -308,7 +363,7 @@ def _send(fd: int, data: bytes, deadline: float) -> None:
         if remaining <= 0 or not select.select([], [fd], [], remaining)[1]:
             return
         try:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         except BlockingIOError:
             continue
         except OSError:  # EPIPE: the reader is gone; the reply read reports how it ended

@@ -58,7 +58,9 @@ SANDBOX_LIMIT = "sandbox_limit"
 PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
 #: file tool -> its path-like arguments
 FILE_TOOL_PATH_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
-    "read_file": ("path",), "write_file": ("path",), "list_dir": ("path",),
+    "read_file": ("path",),
+    "write_file": ("path",),
+    "list_dir": ("path",),
 }
 
 
@@ -126,8 +128,13 @@ class SandboxRiskDetector:
     Never raises when called (the executor also guards it).
     """
 
-    def __init__(self, sandbox: Callable[[], Any], *, python_tool: str = "python",
-                 path_arguments: Mapping[str, tuple[str, ...]] = FILE_TOOL_PATH_ARGUMENTS):
+    def __init__(
+        self,
+        sandbox: Callable[[], Any],
+        *,
+        python_tool: str = "python",
+        path_arguments: Mapping[str, tuple[str, ...]] = FILE_TOOL_PATH_ARGUMENTS,
+    ):
         self.sandbox = sandbox
         self.python_tool = python_tool
         self.path_arguments = dict(path_arguments)
@@ -144,11 +151,15 @@ class SandboxRiskDetector:
 
 def limit_events(call: ToolCall, result: ExecResult | None) -> list[dict[str, Any]]:
     """One ``sandbox_limit`` event per limit ``result`` hit (none for None). Never raises."""
-    return [risk_event(SANDBOX_LIMIT, call.name, f"sandbox limit hit: {hit}", call_id=call.id, rule=hit)
-            for hit in (limit_hits(result) if result is not None else ())]
+    return [
+        risk_event(SANDBOX_LIMIT, call.name, f"sandbox limit hit: {hit}", call_id=call.id, rule=hit)
+        for hit in (limit_hits(result) if result is not None else ())
+    ]
 
 
-def path_events(root: Path, call: ToolCall, arguments: tuple[str, ...] = ("path",)) -> list[dict[str, Any]]:
+def path_events(
+    root: Path, call: ToolCall, arguments: tuple[str, ...] = ("path",)
+) -> list[dict[str, Any]]:
     """One ``path_outside_workspace`` event per path argument of ``call`` that leaves ``root``.
 
     Never raises.
@@ -157,6 +168,9 @@ def path_events(root: Path, call: ToolCall, arguments: tuple[str, ...] = ("path"
     for arg in arguments:
         why = path_escape(root, call.arguments.get(arg))
         if why is not None:
-            events.append(risk_event(PATH_OUTSIDE_WORKSPACE, call.name, why, call_id=call.id,
-                                     rule=f"arguments.{arg}"))
+            events.append(
+                risk_event(
+                    PATH_OUTSIDE_WORKSPACE, call.name, why, call_id=call.id, rule=f"arguments.{arg}"
+                )
+            )
     return events

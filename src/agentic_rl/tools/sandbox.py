@@ -189,14 +189,29 @@ class SandboxConfig:
             if not isinstance(path, str) or not os.path.isabs(path):
                 raise ValueError(f"SandboxConfig.hidden_paths must be absolute paths, got {path!r}")
         if self.cgroup_parent is not None and not os.path.isabs(self.cgroup_parent):
-            raise ValueError(f"SandboxConfig.cgroup_parent must be an absolute path, got {self.cgroup_parent!r}")
+            raise ValueError(
+                f"SandboxConfig.cgroup_parent must be an absolute path, got {self.cgroup_parent!r}"
+            )
         if self.backend not in ("bwrap", "unsafe_local"):
             raise ValueError(f"backend must be 'bwrap' or 'unsafe_local', got {self.backend!r}")
-        for name in ("timeout_s", "memory_bytes", "cpu_seconds", "max_processes",
-                     "max_file_bytes", "max_open_files", "max_output_chars", "max_read_chars",
-                     "tmp_bytes", "startup_timeout_s", "workspace_bytes", "workspace_inodes"):
+        for name in (
+            "timeout_s",
+            "memory_bytes",
+            "cpu_seconds",
+            "max_processes",
+            "max_file_bytes",
+            "max_open_files",
+            "max_output_chars",
+            "max_read_chars",
+            "tmp_bytes",
+            "startup_timeout_s",
+            "workspace_bytes",
+            "workspace_inodes",
+        ):
             if getattr(self, name) <= 0:
-                raise ValueError(f"SandboxConfig.{name} must be positive, got {getattr(self, name)}")
+                raise ValueError(
+                    f"SandboxConfig.{name} must be positive, got {getattr(self, name)}"
+                )
 
 
 @functools.lru_cache(maxsize=1)
@@ -212,8 +227,10 @@ def _probe_bwrap() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap failed to run: {exc}"
     if done.returncode != 0:
-        return (f"bubblewrap cannot create namespaces here (exit {done.returncode}): "
-                f"{done.stderr.strip()}; user namespaces may be disabled")
+        return (
+            f"bubblewrap cannot create namespaces here (exit {done.returncode}): "
+            f"{done.stderr.strip()}; user namespaces may be disabled"
+        )
     return None
 
 
@@ -241,12 +258,21 @@ def worker_settings(config: SandboxConfig, uid: int | None, capture: str) -> dic
     nproc = config.max_processes
     if uid is None:  # runs as the host user: its other processes count against the limit
         nproc += _own_process_count()
-    limits = {"cpu": config.cpu_seconds, "as": config.memory_bytes, "nproc": nproc,
-              "fsize": config.max_file_bytes, "nofile": config.max_open_files}
+    limits = {
+        "cpu": config.cpu_seconds,
+        "as": config.memory_bytes,
+        "nproc": nproc,
+        "fsize": config.max_file_bytes,
+        "nofile": config.max_open_files,
+    }
     if uid is None and os.geteuid() == 0:
         limits["nproc"] = None  # not enforced for root anyway; avoid a misleading limit
-    return {"limits": limits, "uid": uid, "max_output_chars": config.max_output_chars,
-            "capture": capture}
+    return {
+        "limits": limits,
+        "uid": uid,
+        "max_output_chars": config.max_output_chars,
+        "capture": capture,
+    }
 
 
 def _mount_dirs(path: str, created: set[str]) -> list[str]:
@@ -261,8 +287,9 @@ def _mount_dirs(path: str, created: set[str]) -> list[str]:
     return args
 
 
-def sandbox_command(config: SandboxConfig, workspace: Path, argv: list[str],
-                    seccomp_fd: int | None = None) -> list[str]:
+def sandbox_command(
+    config: SandboxConfig, workspace: Path, argv: list[str], seccomp_fd: int | None = None
+) -> list[str]:
     """The ``bwrap`` command line that runs ``argv`` in a sandbox around ``workspace``.
 
     ``argv[0]`` must be the interpreter path (it is visible inside: the Python prefixes are
@@ -279,9 +306,18 @@ def sandbox_command(config: SandboxConfig, workspace: Path, argv: list[str],
     problem = _probe_bwrap()
     if problem:
         raise SandboxUnavailableError(problem)
-    cmd = [shutil.which("bwrap") or "bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc",
-           "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-           "--hostname", "sandbox"]
+    cmd = [
+        shutil.which("bwrap") or "bwrap",
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+    ]
     if seccomp_fd is not None:
         cmd += ["--seccomp", str(seccomp_fd)]
     if os.geteuid() == 0:
@@ -302,24 +338,52 @@ def sandbox_command(config: SandboxConfig, workspace: Path, argv: list[str],
     # (a CI checkout, say) is then mounted on top of it instead of being hidden by it
     cmd += ["--perms", "1777", "--size", str(config.tmp_bytes), "--tmpfs", "/tmp"]
     created = {"/usr", "/etc", "/tmp", "/proc", "/dev"}
-    prefixes = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
-                      | {sys.prefix, sys.base_prefix})
+    prefixes = sorted(
+        {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)} | {sys.prefix, sys.base_prefix}
+    )
     for prefix in prefixes:
         if not prefix.startswith("/usr/") and os.path.isdir(prefix):
             cmd += _mount_dirs(prefix, created) + ["--ro-bind", prefix, prefix]
     for path in config.hidden_paths:  # after the prefixes, so that it covers what they mount
         if os.path.isdir(path):
             cmd += ["--tmpfs", path]
-    cmd += ["--proc", "/proc", "--dev", "/dev",
-            "--bind", str(workspace), "/workspace", "--chdir", "/workspace",
-            "--ro-bind", str(WORKER_PATH), _SANDBOX_WORKER,
-            "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
-            "--setenv", "HOME", "/workspace", "--setenv", "LANG", "C.UTF-8",
-            "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "PYTHONHASHSEED", "0", "--"]
+    cmd += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--bind",
+        str(workspace),
+        "/workspace",
+        "--chdir",
+        "/workspace",
+        "--ro-bind",
+        str(WORKER_PATH),
+        _SANDBOX_WORKER,
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/local/bin:/usr/bin:/bin",
+        "--setenv",
+        "HOME",
+        "/workspace",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--setenv",
+        "PYTHONDONTWRITEBYTECODE",
+        "1",
+        "--setenv",
+        "PYTHONHASHSEED",
+        "0",
+        "--",
+    ]
     return cmd + [argv[0], *[(_SANDBOX_WORKER if a == str(WORKER_PATH) else a) for a in argv[1:]]]
 
 
 def warn_unsafe_local() -> None:
     """Log the warning that the ``unsafe_local`` backend isolates nothing but resources."""
-    logger.warning("sandbox backend 'unsafe_local': code runs as a plain child process with "
-                   "resource limits only - no network, file system or process isolation")
+    logger.warning(
+        "sandbox backend 'unsafe_local': code runs as a plain child process with "
+        "resource limits only - no network, file system or process isolation"
+    )

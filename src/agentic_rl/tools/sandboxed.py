@@ -40,7 +40,9 @@ __all__ = ["SandboxedTools", "SANDBOX_TOOL_SIDE_EFFECTS"]
 
 #: side-effect class of each sandbox tool in the default permission policy
 SANDBOX_TOOL_SIDE_EFFECTS: Mapping[str, str] = {
-    "python": "workspace_write", "read_file": "read_only", "write_file": "workspace_write",
+    "python": "workspace_write",
+    "read_file": "read_only",
+    "write_file": "workspace_write",
     "list_dir": "read_only",
 }
 
@@ -64,27 +66,44 @@ class SandboxedTools:
         ValueError: an unknown sandbox tool name, or a wrong ``permissions`` key or value (named).
     """
 
-    def __init__(self, config: SandboxConfig | None = None,
-                 permissions: Mapping[str, Any] | PermissionPolicy | None = None,
-                 audit_path: str | None = None, run_id: str = "", *,
-                 names: Sequence[str] = tuple(SANDBOX_TOOL_SIDE_EFFECTS),
-                 extra_tools: Mapping[str, Tool] | None = None, max_chars: int = DEFAULT_MAX_CHARS):
+    def __init__(
+        self,
+        config: SandboxConfig | None = None,
+        permissions: Mapping[str, Any] | PermissionPolicy | None = None,
+        audit_path: str | None = None,
+        run_id: str = "",
+        *,
+        names: Sequence[str] = tuple(SANDBOX_TOOL_SIDE_EFFECTS),
+        extra_tools: Mapping[str, Tool] | None = None,
+        max_chars: int = DEFAULT_MAX_CHARS,
+    ):
         unknown = sorted(set(names) - set(SANDBOX_TOOL_SIDE_EFFECTS))
         if unknown:
-            raise ValueError(f"unknown sandbox tools {unknown}; known: {sorted(SANDBOX_TOOL_SIDE_EFFECTS)}")
+            raise ValueError(
+                f"unknown sandbox tools {unknown}; known: {sorted(SANDBOX_TOOL_SIDE_EFFECTS)}"
+            )
         self.config = config or SandboxConfig()
         self.names = tuple(names)
         self.extra_tools = dict(extra_tools or {})
         if isinstance(permissions, PermissionPolicy):
             policy = permissions
         elif permissions is None:
-            policy = PermissionPolicy.allow_all({**{n: SANDBOX_TOOL_SIDE_EFFECTS[n] for n in self.names},
-                                                 **{n: "read_only" for n in self.extra_tools}})
+            policy = PermissionPolicy.allow_all(
+                {
+                    **{n: SANDBOX_TOOL_SIDE_EFFECTS[n] for n in self.names},
+                    **{n: "read_only" for n in self.extra_tools},
+                }
+            )
         else:
             policy = PermissionPolicy.from_dict(permissions)
         self.tools: dict[str, Tool] = {}  # the executor reads this dict; reset() refills it
-        self.executor = ToolExecutor(self.tools, policy, AuditLog(audit_path) if audit_path else None,
-                                     {"run_id": run_id}, max_chars=max_chars)
+        self.executor = ToolExecutor(
+            self.tools,
+            policy,
+            AuditLog(audit_path) if audit_path else None,
+            {"run_id": run_id},
+            max_chars=max_chars,
+        )
         self.sandbox: EpisodeSandbox | None = None
         self.trajectory_id = ""
         self._fill_tools(EpisodeSandbox(self.config), close=True)  # schemas before the first reset
@@ -123,8 +142,9 @@ class SandboxedTools:
         """
         if self.sandbox is None:
             raise RuntimeError("SandboxedTools.execute() before reset()")
-        return self.executor.execute(action.tool_calls, action.tool_call_errors,
-                                     trajectory_id=self.trajectory_id, turn=turn)
+        return self.executor.execute(
+            action.tool_calls, action.tool_call_errors, trajectory_id=self.trajectory_id, turn=turn
+        )
 
     def snapshot(self) -> SandboxSnapshot:
         """Snapshot of the episode's files and interpreter (:meth:`EpisodeSandbox.snapshot`).

@@ -61,16 +61,16 @@ def user_namespace_filter(machine: str | None = None) -> bytes | None:
     # jump offsets count the instructions skipped after the current one
     body = [
         _insn(_LD_W_ABS, 0, 0, _ARCH),
-        _insn(_JEQ_K, 1, 0, audit_arch),          # another ABI: refused
+        _insn(_JEQ_K, 1, 0, audit_arch),  # another ABI: refused
         _insn(_RET_K, 0, 0, enosys),
         _insn(_LD_W_ABS, 0, 0, _NR),
     ]
     if has_x32:
         body += [_insn(_JGE_K, 0, 1, _X32_SYSCALL_BIT), _insn(_RET_K, 0, 0, enosys)]
     body += [
-        _insn(_JEQ_K, 3, 0, clone),               # -> load flags
-        _insn(_JEQ_K, 2, 0, unshare),             # -> load flags
-        _insn(_JEQ_K, 0, 4, clone3),              # clone3 -> ENOSYS, else allow
+        _insn(_JEQ_K, 3, 0, clone),  # -> load flags
+        _insn(_JEQ_K, 2, 0, unshare),  # -> load flags
+        _insn(_JEQ_K, 0, 4, clone3),  # clone3 -> ENOSYS, else allow
         _insn(_RET_K, 0, 0, enosys),
         _insn(_LD_W_ABS, 0, 0, _ARG0_LOW),
         _insn(_JSET_K, 0, 1, _CLONE_NEWUSER),

@@ -43,7 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WorkspaceImage", "RecordedCall", "SandboxSnapshot", "SnapshotError", "SnapshotReplayError"]
+__all__ = [
+    "WorkspaceImage",
+    "RecordedCall",
+    "SandboxSnapshot",
+    "SnapshotError",
+    "SnapshotReplayError",
+]
 
 DEFAULT_MAX_SNAPSHOT_BYTES = 64 << 20
 
@@ -112,7 +118,9 @@ class WorkspaceImage:
         tree: dict[str, list[tuple[str, str, bytes | str | None, int]]] = {}
         for path, kind, payload, mode in self.entries:
             parent, _, name = path.rpartition("/")
-            if name in ("", ".", "..") or any(p in ("", ".", "..") for p in parent.split("/") if parent):
+            if name in ("", ".", "..") or any(
+                p in ("", ".", "..") for p in parent.split("/") if parent
+            ):
                 raise SnapshotError(f"snapshot entry {path!r} is not a plain relative path")
             tree.setdefault(parent, []).append((path, kind, payload, mode))
         fd = os.open(root, _DIR_FLAGS)
@@ -137,14 +145,17 @@ _MODE_BITS = 0o1777  # permission bits and sticky; never set-user-ID or set-grou
 def _capture_dir(fd: int, rel: str, entries: list, max_bytes: int, total: int, depth: int) -> int:
     """Append the entries under directory descriptor ``fd`` (at ``rel``); return the byte total."""
     if depth > MAX_DEPTH:
-        raise SnapshotError(f"the workspace nests directories deeper than {MAX_DEPTH} levels; "
-                            "too deep to snapshot")
+        raise SnapshotError(
+            f"the workspace nests directories deeper than {MAX_DEPTH} levels; too deep to snapshot"
+        )
     for name in sorted(os.listdir(fd)):
         path = f"{rel}/{name}" if rel else name
         try:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
-                entries.append((path, "link", os.readlink(name, dir_fd=fd), stat.S_IMODE(st.st_mode)))
+                entries.append(
+                    (path, "link", os.readlink(name, dir_fd=fd), stat.S_IMODE(st.st_mode))
+                )
             elif stat.S_ISDIR(st.st_mode):
                 child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 try:
@@ -161,8 +172,9 @@ def _capture_dir(fd: int, rel: str, entries: list, max_bytes: int, total: int, d
                     data = f.read(max_bytes - total + 1)
                 total += len(data)
                 if total > max_bytes:
-                    raise SnapshotError(f"the workspace holds more than {max_bytes} bytes; "
-                                        "too large to snapshot")
+                    raise SnapshotError(
+                        f"the workspace holds more than {max_bytes} bytes; too large to snapshot"
+                    )
                 entries.append((path, "file", data, stat.S_IMODE(st.st_mode)))
         except OSError as exc:  # vanished, or swapped for a link or a file meanwhile: skipped
             if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
@@ -189,7 +201,9 @@ def _materialize_dir(fd: int, rel: str, tree: dict, uid: int | None) -> None:
             if uid is not None:
                 os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
         else:
-            child = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+            child = os.open(
+                name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd
+            )
             with os.fdopen(child, "wb") as f:
                 f.write(payload)  # type: ignore[arg-type]
                 if uid is not None:

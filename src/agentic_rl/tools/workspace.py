@@ -33,8 +33,9 @@ def _split(path: str) -> list[str]:
     if not isinstance(path, str) or "\x00" in path:
         raise WorkspaceError("path must be a string without NUL characters")
     if path.startswith("/") or path.startswith("~"):
-        raise WorkspaceError(f"absolute path {path!r} rejected: use a path relative to the "
-                             "workspace")
+        raise WorkspaceError(
+            f"absolute path {path!r} rejected: use a path relative to the workspace"
+        )
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise WorkspaceError(f"path {path!r} rejected: '..' may not leave the workspace")
@@ -64,8 +65,9 @@ def _open_dir(root: Path, parts: list[str], *, create: bool, uid: int | None) ->
 
 def _explain(exc: OSError, path: str) -> WorkspaceError:
     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-        return WorkspaceError(f"{path!r}: not a regular path inside the workspace (symbolic "
-                              "links are not followed)")
+        return WorkspaceError(
+            f"{path!r}: not a regular path inside the workspace (symbolic links are not followed)"
+        )
     if exc.errno == errno.ENOENT:
         return WorkspaceError(f"{path!r}: no such file or directory")
     if exc.errno == errno.EISDIR:
@@ -105,8 +107,9 @@ def read_file(root: Path, path: str, *, max_chars: int) -> str:
     return text
 
 
-def write_file(root: Path, path: str, content: str, *, max_bytes: int,
-               uid: int | None = None) -> str:
+def write_file(
+    root: Path, path: str, content: str, *, max_bytes: int, uid: int | None = None
+) -> str:
     """Write ``content`` to workspace file ``path`` (parents created) and say what was done.
 
     Files and directories are given to ``uid`` when set, so the sandboxed code can change them.

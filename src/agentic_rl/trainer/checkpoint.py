@@ -56,7 +56,9 @@ def _trainable(model) -> dict[str, torch.Tensor]:
     return out
 
 
-def save_checkpoint(run_dir: Path, model, optimizer, sampler: torch.Generator, state: TrainerState) -> Path:
+def save_checkpoint(
+    run_dir: Path, model, optimizer, sampler: torch.Generator, state: TrainerState
+) -> Path:
     """Write a checkpoint for ``state.rl_step`` and delete older ones; returns its folder.
 
     Raises:
@@ -101,7 +103,11 @@ def latest_checkpoint(run_dir: Path) -> Path:
     if not (run_dir / "config.toml").is_file():
         raise RunDirError(f"not a run directory (no config.toml): {run_dir}")
     found = sorted((run_dir / "checkpoints").glob("step-*"))
-    found = [p for p in found if (p / "trainer_state.pt").is_file() and (p / "trainable.safetensors").is_file()]
+    found = [
+        p
+        for p in found
+        if (p / "trainer_state.pt").is_file() and (p / "trainable.safetensors").is_file()
+    ]
     if not found:
         raise RunDirError(f"no checkpoint to resume from in {run_dir / 'checkpoints'}")
     return found[-1]
@@ -118,7 +124,9 @@ def load_checkpoint(path: Path, model, optimizer, sampler: torch.Generator) -> T
     weights = load_weights(path / "trainable.safetensors")
     expected = set(_trainable(model))
     if set(weights) != expected:
-        raise RunDirError(f"checkpoint {path} does not match the model (LoRA setting or model changed?)")
+        raise RunDirError(
+            f"checkpoint {path} does not match the model (LoRA setting or model changed?)"
+        )
     blob = load_trainer_state(path / "trainer_state.pt")
     model.load_state_dict(weights, strict=False)
     try:
@@ -127,7 +135,9 @@ def load_checkpoint(path: Path, model, optimizer, sampler: torch.Generator) -> T
         torch.set_rng_state(blob["torch_rng"])
         sampler.set_state(blob["sampler_rng"])
     except (TypeError, ValueError, RuntimeError) as exc:
-        raise RunDirError(f"{path / 'trainer_state.pt'}: optimizer or RNG state does not fit this run: {exc}") from None
+        raise RunDirError(
+            f"{path / 'trainer_state.pt'}: optimizer or RNG state does not fit this run: {exc}"
+        ) from None
     return TrainerState(blob["rl_step"], blob["evals"], blob["extra"])
 
 
@@ -145,8 +155,10 @@ def load_weights(path: Path) -> dict[str, torch.Tensor]:
     except FileNotFoundError:
         raise RunDirError(f"checkpoint file missing: {path}") from None
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own SafetensorError, OSError, ...
-        raise RunDirError(f"corrupt checkpoint file {path} (truncated or overwritten?): "
-                          f"{type(exc).__name__}: {exc}") from None
+        raise RunDirError(
+            f"corrupt checkpoint file {path} (truncated or overwritten?): "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
 
 
 def load_trainer_state(path: Path) -> dict[str, Any]:
@@ -162,9 +174,13 @@ def load_trainer_state(path: Path) -> dict[str, Any]:
         raise RunDirError(f"checkpoint file missing: {path}") from None
     except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError, EOFError, UnpicklingError, ...
         detail = " ".join(str(exc).split())[:200]
-        raise RunDirError(f"corrupt or unsafe checkpoint file {path} (truncated, overwritten, or not a "
-                          f"weights-only checkpoint): {type(exc).__name__}: {detail}") from None
+        raise RunDirError(
+            f"corrupt or unsafe checkpoint file {path} (truncated, overwritten, or not a "
+            f"weights-only checkpoint): {type(exc).__name__}: {detail}"
+        ) from None
     missing = [k for k in _STATE_KEYS if not isinstance(blob, dict) or k not in blob]
     if missing:
-        raise RunDirError(f"checkpoint file {path} lacks {', '.join(missing)} (not a trainer_state.pt)")
+        raise RunDirError(
+            f"checkpoint file {path} lacks {', '.join(missing)} (not a trainer_state.pt)"
+        )
     return blob

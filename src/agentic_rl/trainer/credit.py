@@ -56,7 +56,14 @@ from agentic_rl.algorithms.trajectory_steps import (
 from agentic_rl.config import AlgorithmConfig
 from agentic_rl.types import Trajectory
 
-__all__ = ["ALGORITHMS", "Credit", "assign_credit", "spread_over_turns", "turn_means", "turn_rewards_on_tokens"]
+__all__ = [
+    "ALGORITHMS",
+    "Credit",
+    "assign_credit",
+    "spread_over_turns",
+    "turn_means",
+    "turn_rewards_on_tokens",
+]
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,9 @@ def _outcome_credit(trajs: Sequence[Trajectory], values: torch.Tensor) -> Credit
 
 def _grpo(trajs, cfg: AlgorithmConfig) -> Credit:
     gids = [t.group_id for t in trajs]
-    return _outcome_credit(trajs, grpo_advantages(_rewards(trajs), gids, eps=cfg.std_eps, std_scope=cfg.std_scope))
+    return _outcome_credit(
+        trajs, grpo_advantages(_rewards(trajs), gids, eps=cfg.std_eps, std_scope=cfg.std_scope)
+    )
 
 
 def _dr_grpo(trajs, cfg: AlgorithmConfig) -> Credit:
@@ -132,7 +141,9 @@ def _rloo(trajs, cfg: AlgorithmConfig) -> Credit:
     return _outcome_credit(trajs, rloo_advantages(_rewards(trajs), [t.group_id for t in trajs]))
 
 
-def _from_turns(trajs: Sequence[Trajectory], turn_adv: torch.Tensor, outcome: list[float | None]) -> Credit:
+def _from_turns(
+    trajs: Sequence[Trajectory], turn_adv: torch.Tensor, outcome: list[float | None]
+) -> Credit:
     turns = [turn_adv[i, : len(t.turns)].tolist() for i, t in enumerate(trajs)]
     return Credit([spread_over_turns(t, a) for t, a in zip(trajs, turns)], turns, outcome)
 
@@ -146,8 +157,9 @@ def _reinforce_pp(trajs, cfg: AlgorithmConfig) -> Credit:
     tokens = torch.zeros(mask.shape, dtype=torch.float64)
     if rows:
         sub = [trajs[i] for i in rows]
-        tokens[rows] = reinforce_pp_advantages(_rewards(sub), mask[rows], group_ids=[t.group_id for t in sub],
-                                               gamma=cfg.gamma).double()
+        tokens[rows] = reinforce_pp_advantages(
+            _rewards(sub), mask[rows], group_ids=[t.group_id for t in sub], gamma=cfg.gamma
+        ).double()
     adv = [tokens[i, : len(t.token_ids)].tolist() for i, t in enumerate(trajs)]
     return Credit(adv, [turn_means(t, a) for t, a in zip(trajs, adv)], [None] * len(trajs))
 
@@ -160,8 +172,16 @@ def _ppo(trajs, cfg: AlgorithmConfig) -> Credit:
 def _gigpo(trajs, cfg: AlgorithmConfig) -> Credit:
     gids = [t.group_id for t in trajs]
     step_rewards, mask = pad_turns([turn_rewards(t) for t in trajs])
-    adv = gigpo_advantages(_rewards(trajs), gids, step_rewards, mask, [anchor_keys(t) for t in trajs],
-                           gamma=cfg.gamma, step_weight=cfg.gigpo_step_weight, eps=cfg.std_eps)
+    adv = gigpo_advantages(
+        _rewards(trajs),
+        gids,
+        step_rewards,
+        mask,
+        [anchor_keys(t) for t in trajs],
+        gamma=cfg.gamma,
+        step_weight=cfg.gigpo_step_weight,
+        eps=cfg.std_eps,
+    )
     episode = grpo_advantages(_rewards(trajs), gids, eps=cfg.std_eps).tolist()
     return _from_turns(trajs, adv, episode)
 
@@ -169,8 +189,15 @@ def _gigpo(trajs, cfg: AlgorithmConfig) -> Credit:
 def _turn_grpo(trajs, cfg: AlgorithmConfig) -> Credit:
     gids = [t.group_id for t in trajs]
     process, mask = pad_turns([turn_process_rewards(t) for t in trajs])
-    adv = turn_process_advantages(_rewards(trajs), gids, process, mask, gamma=cfg.gamma,
-                                  process_coef=cfg.process_coef, eps=cfg.std_eps)
+    adv = turn_process_advantages(
+        _rewards(trajs),
+        gids,
+        process,
+        mask,
+        gamma=cfg.gamma,
+        process_coef=cfg.process_coef,
+        eps=cfg.std_eps,
+    )
     outcome = grpo_advantages(_rewards(trajs), gids, eps=cfg.std_eps).tolist()
     return _from_turns(trajs, adv, outcome)
 
@@ -200,8 +227,14 @@ def assign_credit(trajectories: Sequence[Trajectory], cfg: AlgorithmConfig) -> C
     try:
         fn = ALGORITHMS[cfg.name]
     except KeyError:
-        raise KeyError(f"unknown algorithm {cfg.name!r}; known: {', '.join(sorted(ALGORITHMS))}") from None
+        raise KeyError(
+            f"unknown algorithm {cfg.name!r}; known: {', '.join(sorted(ALGORITHMS))}"
+        ) from None
     if not trajectories:
-        return Credit([] if cfg.name not in CRITIC_ALGORITHMS else None, [], [],
-                      [] if cfg.name in CRITIC_ALGORITHMS else None)
+        return Credit(
+            [] if cfg.name not in CRITIC_ALGORITHMS else None,
+            [],
+            [],
+            [] if cfg.name in CRITIC_ALGORITHMS else None,
+        )
     return fn(trajectories, cfg)

@@ -48,7 +48,10 @@ class ValueHead(nn.Module):
 
     def save(self, path: Path, optimizer: torch.optim.Optimizer | None = None) -> None:
         """Write the head's weights (and its optimizer state) to ``path``."""
-        blob = {"state": self.state_dict(), "optimizer": optimizer.state_dict() if optimizer else None}
+        blob = {
+            "state": self.state_dict(),
+            "optimizer": optimizer.state_dict() if optimizer else None,
+        }
         torch.save(blob, path)
 
     def load(self, path: Path, optimizer: torch.optim.Optimizer | None = None) -> None:
@@ -102,4 +105,6 @@ class ValueModel:
 
     def __init__(self, hidden: int, lr: float, device: torch.device | str = "cpu"):
         self.head = ValueHead(hidden).to(device)
-        self.optimizer = torch.optim.AdamW(self.head.parameters(), lr=lr, fused=torch.device(device).type in ("cpu", "cuda"))
+        self.optimizer = torch.optim.AdamW(
+            self.head.parameters(), lr=lr, fused=torch.device(device).type in ("cpu", "cuda")
+        )

@@ -95,7 +95,9 @@ def init_distributed(backend: str | None = None) -> DistContext:
         return DistContext()
     missing = [k for k in ("RANK", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
     if missing:
-        raise RuntimeError(f"WORLD_SIZE={world} but {', '.join(missing)} unset: launch with torchrun")
+        raise RuntimeError(
+            f"WORLD_SIZE={world} but {', '.join(missing)} unset: launch with torchrun"
+        )
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     use_cuda = torch.cuda.is_available() and backend != "gloo"
     backend = backend or ("nccl" if use_cuda else "gloo")
@@ -144,7 +146,9 @@ class DataParallelOptimizer:
         last_grad_norm: global L2 norm of the synchronised gradient before clipping.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, ctx: DistContext, max_grad_norm: float = 1.0):
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, ctx: DistContext, max_grad_norm: float = 1.0
+    ):
         self.optimizer = optimizer
         self.ctx = ctx
         self.max_grad_norm = max_grad_norm
@@ -163,7 +167,9 @@ class DataParallelOptimizer:
         self.local_tokens = int(n)
 
     def _params(self) -> list[torch.Tensor]:
-        return [p for group in self.optimizer.param_groups for p in group["params"] if p.requires_grad]
+        return [
+            p for group in self.optimizer.param_groups for p in group["params"] if p.requires_grad
+        ]
 
     def synchronize(self) -> float:
         """All-reduce the token-weighted gradients; returns N, the global token count."""
@@ -232,9 +238,14 @@ def normalizer_count(trajectories: Sequence[Any], loss_agg: str = "token-mean") 
     raise ValueError(f"unknown loss aggregation {loss_agg!r}")
 
 
-def data_parallel_update(update: Callable[..., dict[str, float]], model: torch.nn.Module,
-                         optimizer: DataParallelOptimizer, trajectories: Sequence[Any], *args: Any,
-                         **kwargs: Any) -> dict[str, float]:
+def data_parallel_update(
+    update: Callable[..., dict[str, float]],
+    model: torch.nn.Module,
+    optimizer: DataParallelOptimizer,
+    trajectories: Sequence[Any],
+    *args: Any,
+    **kwargs: Any,
+) -> dict[str, float]:
     """Run a single-process update on this rank's trajectories, with the cross-rank sync in its step.
 
     ``update`` is :func:`~agentic_rl.trainer.update.policy_gradient_update` or ``sft_update``;
@@ -260,14 +271,20 @@ def data_parallel_update(update: Callable[..., dict[str, float]], model: torch.n
     else:
         optimizer.step()  # zero gradient, but counted in N and part of the collective
         optimizer.zero_grad()
-    keys = _agree_on_keys(sorted(k for k in metrics if k not in ("train/tokens", "train/grad_norm")), optimizer.ctx)
+    keys = _agree_on_keys(
+        sorted(k for k in metrics if k not in ("train/tokens", "train/grad_norm")), optimizer.ctx
+    )
     weight = {k: (count if k == "train/loss" else tokens) for k in keys}
-    sums = all_reduce_sum([metrics.get(k, 0.0) * weight[k] for k in keys] + [float(count), float(tokens)],
-                          optimizer.ctx)
+    sums = all_reduce_sum(
+        [metrics.get(k, 0.0) * weight[k] for k in keys] + [float(count), float(tokens)],
+        optimizer.ctx,
+    )
     total_count, total_tokens = sums[-2], sums[-1]
     if total_tokens == 0:
         raise ValueError("data_parallel_update: no trained tokens on any rank")
-    out = {k: s / (total_count if k == "train/loss" else total_tokens) for k, s in zip(keys, sums[:-2])}
+    out = {
+        k: s / (total_count if k == "train/loss" else total_tokens) for k, s in zip(keys, sums[:-2])
+    }
     out.update({"train/tokens": total_tokens, "train/grad_norm": optimizer.last_grad_norm})
     return out
 

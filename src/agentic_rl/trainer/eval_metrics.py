@@ -43,7 +43,9 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def eval_report(trajectories: Sequence[Trajectory], *, k: int = 1, wall_seconds: float | None = None) -> dict[str, Any]:
+def eval_report(
+    trajectories: Sequence[Trajectory], *, k: int = 1, wall_seconds: float | None = None
+) -> dict[str, Any]:
     """Aggregate scored trajectories into the evaluation report.
 
     Tasks are identified by ``group_id``; every task must have at least ``k`` samples.
@@ -76,25 +78,38 @@ def eval_report(trajectories: Sequence[Trajectory], *, k: int = 1, wall_seconds:
         "tasks": len(by_task),
         "samples_per_task": min(len(v) for v in by_task.values()),
         "success": sum(is_success(t) and not t.failed for t in trajectories) / n,
-        "pass@1": _mean([pass_at_k(len(v), sum(is_success(t) and not t.failed for t in v), 1) for v in by_task.values()]),
+        "pass@1": _mean(
+            [
+                pass_at_k(len(v), sum(is_success(t) and not t.failed for t in v), 1)
+                for v in by_task.values()
+            ]
+        ),
     }
     if k > 1:
-        report[f"pass@{k}"] = _mean([pass_at_k(len(v), sum(is_success(t) and not t.failed for t in v), k)
-                                     for v in by_task.values()])
-    report.update({
-        "return_mean": _mean([t.reward for t in scored]),
-        "reward_components": {name: _mean([t.reward_components.get(name, 0.0) for t in scored]) for name in names},
-        "cost": {
-            "generated_tokens": sum(t.num_generated_tokens for t in trajectories) / n,
-            "total_tokens": sum(len(t.token_ids) for t in trajectories) / n,
-            "tool_calls": sum(len(t.tool_calls) for t in trajectories) / n,
-            "wall_seconds": wall_seconds,
-        },
-        "risk_incidents": {"events": sum(events), "episodes": sum(e > 0 for e in events)},
-        "turns_mean": sum(len(t.turns) for t in trajectories) / n,
-        "stop_reasons": dict(Counter(t.stop_reason.value for t in trajectories)),
-        "failed": n - len(scored),
-    })
+        report[f"pass@{k}"] = _mean(
+            [
+                pass_at_k(len(v), sum(is_success(t) and not t.failed for t in v), k)
+                for v in by_task.values()
+            ]
+        )
+    report.update(
+        {
+            "return_mean": _mean([t.reward for t in scored]),
+            "reward_components": {
+                name: _mean([t.reward_components.get(name, 0.0) for t in scored]) for name in names
+            },
+            "cost": {
+                "generated_tokens": sum(t.num_generated_tokens for t in trajectories) / n,
+                "total_tokens": sum(len(t.token_ids) for t in trajectories) / n,
+                "tool_calls": sum(len(t.tool_calls) for t in trajectories) / n,
+                "wall_seconds": wall_seconds,
+            },
+            "risk_incidents": {"events": sum(events), "episodes": sum(e > 0 for e in events)},
+            "turns_mean": sum(len(t.turns) for t in trajectories) / n,
+            "stop_reasons": dict(Counter(t.stop_reason.value for t in trajectories)),
+            "failed": n - len(scored),
+        }
+    )
     return report
 
 
@@ -109,7 +124,9 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any, float | None]]:
+def compare_reports(
+    a: dict[str, Any], b: dict[str, Any]
+) -> list[tuple[str, Any, Any, float | None]]:
     """Rows ``(metric, value_a, value_b, b − a)`` over the union of both (flattened) reports.
 
     Nested dicts are flattened with ``/``; the difference is None unless both are numbers.

@@ -46,13 +46,17 @@ def summarize(trajectories: Sequence[Trajectory], prefix: str) -> dict[str, floa
     if scored:
         out[f"{prefix}/reward_total"] = sum(t.reward for t in scored) / len(scored)
         for name in scored[0].reward_components:
-            out[f"{prefix}/reward/{name}"] = sum(t.reward_components.get(name, 0.0) for t in scored) / len(scored)
+            out[f"{prefix}/reward/{name}"] = sum(
+                t.reward_components.get(name, 0.0) for t in scored
+            ) / len(scored)
     by_level: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         if "level" in t.info:
             by_level[str(t.info["level"])].append(t)
     for level, items in sorted(by_level.items()):
-        out[f"{prefix}/success/{level}"] = sum(is_success(t) and not t.failed for t in items) / len(items)
+        out[f"{prefix}/success/{level}"] = sum(is_success(t) and not t.failed for t in items) / len(
+            items
+        )
     return out
 
 
@@ -82,7 +86,9 @@ def evaluate(
         chunk = list(seeds[start : start + batch_size])
         envs = [make_env(env_id, **env_kwargs) for _ in chunk]
         rubric = envs[0].rubric(weights)
-        batch = run_episodes(policy, chat, envs, chunk, [f"eval-{s}" for s in chunk], rollout, greedy=True)
+        batch = run_episodes(
+            policy, chat, envs, chunk, [f"eval-{s}" for s in chunk], rollout, greedy=True
+        )
         trajectories.extend(rubric.apply(t) for t in batch)
         for env in envs:
             env.close()

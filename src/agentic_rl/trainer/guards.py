@@ -24,8 +24,10 @@ from agentic_rl.errors import AgenticRLError
 
 __all__ = ["NonFiniteError", "check_finite", "check_finite_weights"]
 
-_HINT = ("training stopped before this step changed any weight, and no final model is written; lower the learning "
-         "rate (algorithm.lr / warmup.lr) or set algorithm.max_grad_norm")
+_HINT = (
+    "training stopped before this step changed any weight, and no final model is written; lower the learning "
+    "rate (algorithm.lr / warmup.lr) or set algorithm.max_grad_norm"
+)
 
 
 class NonFiniteError(AgenticRLError):
@@ -62,7 +64,15 @@ def check_finite_weights(params: Iterable[torch.Tensor], where: str) -> None:
         return
     norm = torch.nn.utils.get_total_norm(tensors)
     if not bool(torch.isfinite(norm)):
-        bad = next((f"parameter tensor #{i}" for i, t in enumerate(tensors) if not bool(torch.isfinite(t).all())),
-                   "their norm overflows")
-        raise NonFiniteError(f"non-finite weights {where} ({bad}): training stopped, and neither this checkpoint "
-                             "nor a final model is written; lower the learning rate (algorithm.lr / warmup.lr)")
+        bad = next(
+            (
+                f"parameter tensor #{i}"
+                for i, t in enumerate(tensors)
+                if not bool(torch.isfinite(t).all())
+            ),
+            "their norm overflows",
+        )
+        raise NonFiniteError(
+            f"non-finite weights {where} ({bad}): training stopped, and neither this checkpoint "
+            "nor a final model is written; lower the learning rate (algorithm.lr / warmup.lr)"
+        )

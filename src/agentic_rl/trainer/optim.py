@@ -13,16 +13,22 @@ __all__ = ["make_optimizer", "mark_parameters_changed"]
 
 def _fusable(params: list[torch.Tensor]) -> bool:
     """Whether torch's fused AdamW takes these parameters (floating point, CPU or CUDA)."""
-    return bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
+    return bool(params) and all(
+        p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params
+    )
 
 
 def mark_parameters_changed(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
     """Optimizer step post-hook: bump the version counter of every parameter the step updated
     (``FastPolicy`` refreshes its weight copies when a version moves)."""
-    torch.autograd.graph.increment_version([p for group in optimizer.param_groups for p in group["params"]])
+    torch.autograd.graph.increment_version(
+        [p for group in optimizer.param_groups for p in group["params"]]
+    )
 
 
-def make_optimizer(run: Any, lr: float, weight_decay: float = 0.0, max_grad_norm: float = 1.0) -> torch.optim.Optimizer:
+def make_optimizer(
+    run: Any, lr: float, weight_decay: float = 0.0, max_grad_norm: float = 1.0
+) -> torch.optim.Optimizer:
     """AdamW (Loshchilov & Hutter 2019) over ``run.model``'s trainable parameters; under torchrun
     (``run.scale.ctx.distributed``) wrapped so its step averages the ranks' gradients and clips
     their global norm to ``max_grad_norm``.
@@ -36,4 +42,8 @@ def make_optimizer(run: Any, lr: float, weight_decay: float = 0.0, max_grad_norm
     params = [p for p in run.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=_fusable(params))
     optimizer.register_step_post_hook(mark_parameters_changed)
-    return DataParallelOptimizer(optimizer, run.scale.ctx, max_grad_norm) if run.scale.ctx.distributed else optimizer
+    return (
+        DataParallelOptimizer(optimizer, run.scale.ctx, max_grad_norm)
+        if run.scale.ctx.distributed
+        else optimizer
+    )

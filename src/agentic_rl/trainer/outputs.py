@@ -32,10 +32,14 @@ def write_summary(run: Any, data_parallel: dict[str, Any] | None = None) -> None
         "run_dir": str(run.run_dir),
         "success": {tag: row.get("eval/success") for tag, row in by_tag.items()},
         "success_by_level": {
-            tag: {k.split("/")[-1]: v for k, v in row.items() if k.startswith("eval/success/")} for tag, row in by_tag.items()
+            tag: {k.split("/")[-1]: v for k, v in row.items() if k.startswith("eval/success/")}
+            for tag, row in by_tag.items()
         },
-        "final_reward_components": {k[len("eval/reward/"):]: v for k, v in by_tag.get("final", {}).items()
-                                    if k.startswith("eval/reward/")},
+        "final_reward_components": {
+            k[len("eval/reward/") :]: v
+            for k, v in by_tag.get("final", {}).items()
+            if k.startswith("eval/reward/")
+        },
         "timings_seconds": run.timings,
         "allocator": active_allocator(),
     }

@@ -99,7 +99,9 @@ def _series(rows: list[Row], key: str) -> tuple[list[float], list[float]]:
 def _keys_with_prefix(rows: list[Row], prefix: str) -> list[str]:
     """Numeric-valued keys of ``rows`` that start with ``prefix``, in first-seen order."""
     found = {
-        k: None for row in rows for k, v in row.items()
+        k: None
+        for row in rows
+        for k, v in row.items()
         if k.startswith(prefix) and _number(v) is not None
     }
     return list(found)
@@ -128,7 +130,7 @@ def _line_panels(panels: list[tuple[str, list[Row], list[str]]], xlabel: str) ->
     nrows = -(-len(drawn) // cols)
     fig = Figure(figsize=(5.5 * cols, 3.8 * nrows), layout="constrained")
     axes = fig.subplots(nrows, cols, squeeze=False).ravel()
-    for ax in axes[len(drawn):]:
+    for ax in axes[len(drawn) :]:
         ax.set_visible(False)
     for ax, (title, lines) in zip(axes, drawn):
         for key, (xs, ys) in lines:
@@ -173,7 +175,9 @@ def eval_outcomes(run_dir: Path) -> EvalOutcomes:
         t = trajectory_from_record(record)
         level = t.info.get("level")
         outcomes.setdefault(str(record.get("tag")), {})[t.seed] = (
-            None if level is None else str(level), is_success(t) and not t.failed)
+            None if level is None else str(level),
+            is_success(t) and not t.failed,
+        )
     return outcomes
 
 
@@ -188,7 +192,9 @@ def eval_counts(run_dir: Path) -> EvalCounts:
     the overall n of any tag missing from the store (its successes come from the row's rate)."""
     counts: EvalCounts = {}
     for tag, tasks in eval_outcomes(run_dir).items():
-        cells = counts.setdefault(tag, {"eval/success": (sum(ok for _, ok in tasks.values()), len(tasks))})
+        cells = counts.setdefault(
+            tag, {"eval/success": (sum(ok for _, ok in tasks.values()), len(tasks))}
+        )
         for level in {lv for lv, _ in tasks.values() if lv is not None}:
             items = [ok for lv, ok in tasks.values() if lv == level]
             cells[f"eval/success/{level}"] = (sum(items), len(items))
@@ -239,15 +245,24 @@ def _eval_plot(evals: list[Row], counts: EvalCounts) -> str:
             drew = True
             xs, ys, cis = zip(*points)
             # max(0, ·): at 0/n or n/n the Wilson bound equals the point up to rounding (-1e-17)
-            yerr = [[max(0.0, y - lo) for y, (lo, _) in zip(ys, cis)],
-                    [max(0.0, hi - y) for y, (_, hi) in zip(ys, cis)]]
-            ax.errorbar(xs, ys, yerr=yerr, capsize=3, marker="o", label="overall" if key == "eval/success"
-                        else key.removeprefix("eval/success/"),
-                        linewidth=2.5 if key == "eval/success" else 1.2)
+            yerr = [
+                [max(0.0, y - lo) for y, (lo, _) in zip(ys, cis)],
+                [max(0.0, hi - y) for y, (_, hi) in zip(ys, cis)],
+            ]
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=yerr,
+                capsize=3,
+                marker="o",
+                label="overall" if key == "eval/success" else key.removeprefix("eval/success/"),
+                linewidth=2.5 if key == "eval/success" else 1.2,
+            )
     if not drew:
         return NO_DATA
-    ax.set_xticks(range(len(evals)), [_eval_label(r, i) for i, r in enumerate(evals)],
-                  rotation=30, ha="right")
+    ax.set_xticks(
+        range(len(evals)), [_eval_label(r, i) for i, r in enumerate(evals)], rotation=30, ha="right"
+    )
     ax.set_ylabel("success rate (95 % Wilson CI)")
     ax.set_ylim(-0.03, 1.03)
     ax.set_title("held-out success")
@@ -289,20 +304,35 @@ def _eval_table(evals: list[Row], counts: EvalCounts) -> str:
     if not evals:
         return NO_DATA
     levels = _keys_with_prefix(evals, "eval/success/")
-    header = ["tag", "step", "tasks", "success [95 % CI]", *(k.removeprefix("eval/success/") for k in levels),
-              "tool calls"]
+    header = [
+        "tag",
+        "step",
+        "tasks",
+        "success [95 % CI]",
+        *(k.removeprefix("eval/success/") for k in levels),
+        "tool calls",
+    ]
 
     def tasks(r: Row) -> str:
-        cell = counts.get(str(r.get("tag")), {}).get("eval/success") or counts.get("*", {}).get("eval/success")
+        cell = counts.get(str(r.get("tag")), {}).get("eval/success") or counts.get("*", {}).get(
+            "eval/success"
+        )
         return "–" if cell is None else str(cell[1])
 
     body = [
-        [html.escape(_eval_label(r, i)), _format(r.get("step")), tasks(r),
-         *(_success_cell(r, c, counts) for c in ["eval/success", *levels]), _format(r.get("eval/tool_calls"))]
+        [
+            html.escape(_eval_label(r, i)),
+            _format(r.get("step")),
+            tasks(r),
+            *(_success_cell(r, c, counts) for c in ["eval/success", *levels]),
+            _format(r.get("eval/tool_calls")),
+        ]
         for i, r in enumerate(evals)
     ]
-    note = ('<p>Intervals: 95 % Wilson score intervals of successes/tasks (Wilson 1927); '
-            "a cell without one has no known number of tasks.</p>")
+    note = (
+        "<p>Intervals: 95 % Wilson score intervals of successes/tasks (Wilson 1927); "
+        "a cell without one has no known number of tasks.</p>"
+    )
     return _table(header, body) + note
 
 
@@ -357,8 +387,12 @@ def store_rows(run_dir: Path) -> list[Row]:
         row: Row = {"step": step}
         for reason in sorted({r["stop_reason"] for r in items}):
             row[f"stop/{reason}"] = sum(r["stop_reason"] == reason for r in items) / n
-        row["tools/calls_per_episode"] = sum(len(t["action"]["tool_calls"]) for r in items for t in r["turns"]) / n
-        row["tools/error_rate"] = sum(not res["ok"] for res in results) / len(results) if results else 0.0
+        row["tools/calls_per_episode"] = (
+            sum(len(t["action"]["tool_calls"]) for r in items for t in r["turns"]) / n
+        )
+        row["tools/error_rate"] = (
+            sum(not res["ok"] for res in results) / len(results) if results else 0.0
+        )
         row["length/generated_tokens"] = sum(sum(r["loss_mask"]) for r in items) / n
         row["length/total_tokens"] = sum(len(r["token_ids"]) for r in items) / n
         rows.append(row)
@@ -368,10 +402,12 @@ def store_rows(run_dir: Path) -> list[Row]:
 def _store_panels(run_dir: Path) -> list[tuple[str, list[Row], list[str]]]:
     rows = store_rows(run_dir)
     stops = _keys_with_prefix(rows, "stop/")
-    return [("stop reasons (fraction)", rows, stops),
-            ("tool calls per episode", rows, ["tools/calls_per_episode"]),
-            ("tool error rate", rows, ["tools/error_rate"]),
-            ("tokens per episode", rows, ["length/generated_tokens", "length/total_tokens"])]
+    return [
+        ("stop reasons (fraction)", rows, stops),
+        ("tool calls per episode", rows, ["tools/calls_per_episode"]),
+        ("tool error rate", rows, ["tools/error_rate"]),
+        ("tokens per episode", rows, ["length/generated_tokens", "length/total_tokens"]),
+    ]
 
 
 def render_report(run_dir: Path) -> str:
@@ -387,26 +423,70 @@ def render_report(run_dir: Path) -> str:
         if row.get("phase") in by_phase:
             by_phase[row["phase"]].append(row)
     warmup, rl, evals = by_phase["warmup"], by_phase["rl"], by_phase["eval"]
-    groups = ["rollout/reward/outcome", "rollout/reward/process", "rollout/reward/cost", "rollout/reward/risk"]
+    groups = [
+        "rollout/reward/outcome",
+        "rollout/reward/process",
+        "rollout/reward/cost",
+        "rollout/reward/risk",
+    ]
     components = [k for k in _keys_with_prefix(rl, "rollout/reward/") if k not in groups]
     sections = [
         ("Summary", _summary_section(run_dir / "summary.json")),
         ("Held-out evaluation", _eval_section(run_dir, evals)),
-        ("RL reward", _line_panels([("total and groups (before λ)", rl, ["rollout/reward_total", *groups])], "RL step")
-         + _line_panels([(k.removeprefix("rollout/reward/"), rl, [k]) for k in components], "RL step")),
-        ("Loss", _line_panels([("warm-up loss", warmup, ["train/loss"]),
-                               ("RL loss", rl, ["train/loss"])], "step")),
-        ("KL, clip fraction, entropy", _line_panels(
-            [(k.removeprefix("train/"), rl, [k])
-             for k in ("train/kl", "train/clip_fraction", "train/entropy")], "RL step")),
-        ("Rollouts", _line_panels(
-            [(k.removeprefix("rollout/"), rl, [k])
-             for k in ("rollout/success", "rollout/turns", "rollout/tool_calls", "rollout/generated_tokens")],
-            "RL step")),
-        ("Trajectories: stop reasons, tool calls, lengths", _line_panels(_store_panels(run_dir), "RL step")),
-        ("Throughput", _line_panels(
-            [(k.removeprefix("perf/"), rl, [k])
-             for k in ("perf/step_time_s", "perf/tokens_per_s")], "RL step")),
+        (
+            "RL reward",
+            _line_panels(
+                [("total and groups (before λ)", rl, ["rollout/reward_total", *groups])], "RL step"
+            )
+            + _line_panels(
+                [(k.removeprefix("rollout/reward/"), rl, [k]) for k in components], "RL step"
+            ),
+        ),
+        (
+            "Loss",
+            _line_panels(
+                [("warm-up loss", warmup, ["train/loss"]), ("RL loss", rl, ["train/loss"])], "step"
+            ),
+        ),
+        (
+            "KL, clip fraction, entropy",
+            _line_panels(
+                [
+                    (k.removeprefix("train/"), rl, [k])
+                    for k in ("train/kl", "train/clip_fraction", "train/entropy")
+                ],
+                "RL step",
+            ),
+        ),
+        (
+            "Rollouts",
+            _line_panels(
+                [
+                    (k.removeprefix("rollout/"), rl, [k])
+                    for k in (
+                        "rollout/success",
+                        "rollout/turns",
+                        "rollout/tool_calls",
+                        "rollout/generated_tokens",
+                    )
+                ],
+                "RL step",
+            ),
+        ),
+        (
+            "Trajectories: stop reasons, tool calls, lengths",
+            _line_panels(_store_panels(run_dir), "RL step"),
+        ),
+        (
+            "Throughput",
+            _line_panels(
+                [
+                    (k.removeprefix("perf/"), rl, [k])
+                    for k in ("perf/step_time_s", "perf/tokens_per_s")
+                ],
+                "RL step",
+            ),
+        ),
         ("Config", _config_section(run_dir / "config.toml")),
     ]
     title = html.escape(f"agentic-rl report: {run_dir.resolve().name}")

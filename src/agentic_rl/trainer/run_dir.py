@@ -45,8 +45,9 @@ def new_run_dir(output_dir: str, name: str) -> Path:
             k += 1
             candidate = root / f"{name}-{k}"
         except OSError as exc:
-            raise ConfigError(f"cannot create a run directory in output_dir {output_dir}: "
-                              f"{exc.strerror or exc}") from None
+            raise ConfigError(
+                f"cannot create a run directory in output_dir {output_dir}: {exc.strerror or exc}"
+            ) from None
 
 
 def _clean(value: Any) -> Any:
@@ -82,7 +83,11 @@ class MetricsLog:
 
 
 def _after(row: dict[str, Any], rl_step: int) -> bool:
-    return row.get("phase") in ("rl", "eval") and int(row.get("rl_step", 0)) > rl_step or row.get("tag") == "final"
+    return (
+        row.get("phase") in ("rl", "eval")
+        and int(row.get("rl_step", 0)) > rl_step
+        or row.get("tag") == "final"
+    )
 
 
 def truncate_after(run_dir: Path, rl_step: int) -> None:

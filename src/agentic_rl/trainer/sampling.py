@@ -68,8 +68,10 @@ class TaskPool:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.decay <= 1.0 or self.floor <= 0.0 or self.span < 1:
-            raise ValueError(f"TaskPool: need 0 < decay <= 1, floor > 0, span >= 1; got {self.decay}, "
-                             f"{self.floor}, {self.span}")
+            raise ValueError(
+                f"TaskPool: need 0 < decay <= 1, floor > 0, span >= 1; got {self.decay}, "
+                f"{self.floor}, {self.span}"
+            )
 
     def _candidate(self) -> tuple[int, float]:
         """The next candidate seed of the stream and its acceptance draw u ~ U[0, 1)."""
@@ -109,7 +111,9 @@ class TaskPool:
                 taken.add(seed)
         return out
 
-    def update(self, trajectories: Sequence[Trajectory], is_success: Callable[[Trajectory], bool]) -> None:
+    def update(
+        self, trajectories: Sequence[Trajectory], is_success: Callable[[Trajectory], bool]
+    ) -> None:
         """Decay the counts, then add each rollout's success to its level (reset ``info["level"]``)."""
         for c in self.counts.values():
             c[0] *= self.decay
@@ -149,7 +153,11 @@ def informative_groups(trajectories: Sequence[Trajectory], tol: float = 1e-9) ->
     for t in trajectories:
         if t.group_id not in seen:
             seen.append(t.group_id)
-    return [g for g in seen if len(outcomes.get(g, ())) >= 2 and max(outcomes[g]) - min(outcomes[g]) > tol]
+    return [
+        g
+        for g in seen
+        if len(outcomes.get(g, ())) >= 2 and max(outcomes[g]) - min(outcomes[g]) > tol
+    ]
 
 
 @dataclass(frozen=True)
@@ -177,8 +185,13 @@ class SampledBatch:
         return self.train + self.dropped
 
 
-def sample_with_refill(rollout: Callable[[int], list[Trajectory]], *, groups_needed: int, max_rounds: int,
-                       dynamic: bool) -> SampledBatch:
+def sample_with_refill(
+    rollout: Callable[[int], list[Trajectory]],
+    *,
+    groups_needed: int,
+    max_rounds: int,
+    dynamic: bool,
+) -> SampledBatch:
     """Collect ``groups_needed`` informative groups (DAPO's dynamic sampling with refill).
 
     Args:
@@ -195,8 +208,10 @@ def sample_with_refill(rollout: Callable[[int], list[Trajectory]], *, groups_nee
         ValueError: ``groups_needed`` < 1 or ``max_rounds`` < 1.
     """
     if groups_needed < 1 or max_rounds < 1:
-        raise ValueError(f"sample_with_refill: groups_needed and max_rounds must be >= 1, got "
-                         f"{groups_needed}, {max_rounds}")
+        raise ValueError(
+            f"sample_with_refill: groups_needed and max_rounds must be >= 1, got "
+            f"{groups_needed}, {max_rounds}"
+        )
     train: list[Trajectory] = []
     dropped: list[Trajectory] = []
     kept: list[str] = []

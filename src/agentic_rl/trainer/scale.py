@@ -56,7 +56,9 @@ def launched_world_size() -> int:
     try:
         return int(os.environ.get("WORLD_SIZE", "1"))
     except ValueError:
-        raise ConfigError(f"WORLD_SIZE must be an integer, got {os.environ['WORLD_SIZE']!r}") from None
+        raise ConfigError(
+            f"WORLD_SIZE must be an integer, got {os.environ['WORLD_SIZE']!r}"
+        ) from None
 
 
 def _host_port(address: str) -> tuple[str, int] | None:
@@ -67,10 +69,12 @@ def _host_port(address: str) -> tuple[str, int] | None:
     """
     if address == "auto":
         return None
-    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    rest = address[len("ray://") :] if address.startswith("ray://") else address
     host, sep, port = rest.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"scale.ray_address must be 'auto', 'host:port' or 'ray://host:port', got {address!r}")
+        raise ConfigError(
+            f"scale.ray_address must be 'auto', 'host:port' or 'ray://host:port', got {address!r}"
+        )
     return host.strip("[]"), int(port)
 
 
@@ -90,22 +94,28 @@ def check_scale(config: Any) -> None:
         if alg.name == "grpo" and alg.std_scope == "batch":
             why = "std_scope 'batch' takes the std over the whole step's batch, which no rank holds"
         if why:
-            raise ConfigError(f"algorithm.name {alg.name!r} is not supported under torchrun yet ({why}); "
-                              "train with one process")
+            raise ConfigError(
+                f"algorithm.name {alg.name!r} is not supported under torchrun yet ({why}); "
+                "train with one process"
+            )
     if scale.num_env_workers == 0:
         return
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise ConfigError("scale.num_env_workers > 0 needs Ray: pip install 'agentic-rl[ray]'") from None
+        raise ConfigError(
+            "scale.num_env_workers > 0 needs Ray: pip install 'agentic-rl[ray]'"
+        ) from None
     target = _host_port(scale.ray_address) if scale.ray_address else None
     if target is not None:
         try:
             socket.create_connection(target, timeout=CONNECT_TIMEOUT_S).close()
         except OSError as exc:
-            raise ConfigError(f"scale.ray_address: no Ray cluster reachable at {scale.ray_address} "
-                              f"({exc.strerror or type(exc).__name__}); start one with 'ray start --head' "
-                              "or leave the address empty for a local Ray") from None
+            raise ConfigError(
+                f"scale.ray_address: no Ray cluster reachable at {scale.ray_address} "
+                f"({exc.strerror or type(exc).__name__}); start one with 'ray start --head' "
+                "or leave the address empty for a local Ray"
+            ) from None
 
 
 @dataclass
@@ -144,20 +154,31 @@ def _start_pool(scale: Any) -> tuple[Any, bool]:
             if scale.ray_address:
                 ray.init(address=scale.ray_address, include_dashboard=False, log_to_driver=False)
             else:  # a private local Ray; logical CPUs enough for every worker
-                ray.init(address="local", num_cpus=max(os.cpu_count() or 1, math.ceil(wanted)),
-                         include_dashboard=False, log_to_driver=False)
+                ray.init(
+                    address="local",
+                    num_cpus=max(os.cpu_count() or 1, math.ceil(wanted)),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                )
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ConfigError(f"scale.ray_address {scale.ray_address or '(local)'}: cannot start or join Ray: "
-                              f"{' '.join(str(exc).split())}") from None
+            raise ConfigError(
+                f"scale.ray_address {scale.ray_address or '(local)'}: cannot start or join Ray: "
+                f"{' '.join(str(exc).split())}"
+            ) from None
         started = True
     available = ray.cluster_resources().get("CPU", 0.0)
     if wanted > available:
         if started:
             ray.shutdown()
-        raise ConfigError(f"scale: {scale.num_env_workers} env workers x {scale.env_worker_cpus:g} CPUs = {wanted:g} "
-                          f"CPUs, but the Ray cluster has {available:g}; lower scale.env_worker_cpus or add nodes")
-    pool = EnvWorkerPool(scale.num_env_workers, cpus_per_worker=scale.env_worker_cpus,
-                         timeout_s=scale.env_worker_timeout_s)
+        raise ConfigError(
+            f"scale: {scale.num_env_workers} env workers x {scale.env_worker_cpus:g} CPUs = {wanted:g} "
+            f"CPUs, but the Ray cluster has {available:g}; lower scale.env_worker_cpus or add nodes"
+        )
+    pool = EnvWorkerPool(
+        scale.num_env_workers,
+        cpus_per_worker=scale.env_worker_cpus,
+        timeout_s=scale.env_worker_timeout_s,
+    )
     return pool, started
 
 

@@ -74,12 +74,21 @@ class SegmentRows:
 
 def _check_segments(t: Trajectory) -> None:
     starts, n = t.segment_starts, len(t.token_ids)
-    if not starts or starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:])) or (n and starts[-1] >= n):
-        raise ValueError(f"trajectory {t.trajectory_id}: segment_starts {starts} must ascend from 0 within "
-                         f"its {n} tokens")
+    if (
+        not starts
+        or starts[0] != 0
+        or any(b <= a for a, b in zip(starts, starts[1:]))
+        or (n and starts[-1] >= n)
+    ):
+        raise ValueError(
+            f"trajectory {t.trajectory_id}: segment_starts {starts} must ascend from 0 within "
+            f"its {n} tokens"
+        )
     if any(t.loss_mask[s] for s in starts[1:]):
-        raise ValueError(f"trajectory {t.trajectory_id}: a segment starts with a sampled token (loss mask 1); "
-                         "a segment must start with its prompt")
+        raise ValueError(
+            f"trajectory {t.trajectory_id}: a segment starts with a sampled token (loss mask 1); "
+            "a segment must start with its prompt"
+        )
 
 
 def _segment_rows(trajectories: Sequence[Trajectory], target_mask: Tensor) -> SegmentRows:
@@ -118,7 +127,9 @@ def pack(trajectories: Sequence[Trajectory], device: torch.device | str = "cpu")
     for i, t in enumerate(trajectories):
         n = len(t.token_ids)
         if not n == len(t.loss_mask) == len(t.logprobs):
-            raise ValueError(f"trajectory {t.trajectory_id}: token_ids, loss_mask and logprobs differ in length")
+            raise ValueError(
+                f"trajectory {t.trajectory_id}: token_ids, loss_mask and logprobs differ in length"
+            )
         ids[i, :n] = torch.tensor(t.token_ids)
         attn[i, :n] = 1
         mask[i, :n] = torch.tensor(t.loss_mask, dtype=torch.bool)
@@ -129,9 +140,17 @@ def pack(trajectories: Sequence[Trajectory], device: torch.device | str = "cpu")
     segments = None
     if any(len(t.segment_starts) > 1 for t in trajectories):
         seg = _segment_rows(trajectories, target_mask)
-        segments = SegmentRows(seg.input_ids.to(device), seg.attention_mask.to(device), seg.target_mask.to(device))
-    return PackedBatch(ids.to(device), attn.to(device), target_mask.to(device), old[:, 1:][target_mask].to(device),
-                       rows.to(device), segments)
+        segments = SegmentRows(
+            seg.input_ids.to(device), seg.attention_mask.to(device), seg.target_mask.to(device)
+        )
+    return PackedBatch(
+        ids.to(device),
+        attn.to(device),
+        target_mask.to(device),
+        old[:, 1:][target_mask].to(device),
+        rows.to(device),
+        segments,
+    )
 
 
 def _decoder_and_head(model):
@@ -149,11 +168,18 @@ def _shared_prefix_len(ids: Tensor, attn: Tensor) -> int:
     return max(0, min(n, int(lengths.min()) - 1))
 
 
-_ENTROPY_CHUNK = 256  # rows per entropy pass: measured at 2,048 tokens, 2.0 GB -> 0.26 GB of transient peak
+_ENTROPY_CHUNK = (
+    256  # rows per entropy pass: measured at 2,048 tokens, 2.0 GB -> 0.26 GB of transient peak
+)
 
 
 def score(
-    model, batch: PackedBatch, *, temperature: float = 1.0, with_entropy: bool = False, min_shared_prefix: int = 16
+    model,
+    batch: PackedBatch,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    min_shared_prefix: int = 16,
 ) -> tuple[Tensor, Tensor | None]:
     """Per-token logprobs (and optionally entropy) of the trained tokens of ``batch``.
 
@@ -181,12 +207,18 @@ def score(
 
         b = input_ids.shape[0]
         cache = DynamicCache()
-        prefix_hidden = decoder(input_ids=input_ids[:1, :shared], cache=cache, use_cache=True).last_hidden_state
+        prefix_hidden = decoder(
+            input_ids=input_ids[:1, :shared], cache=cache, use_cache=True
+        ).last_hidden_state
         cache.batch_repeat_interleave(b)
         rest_ids = input_ids[:, shared:]
         positions = torch.arange(shared, input_ids.shape[1], device=rest_ids.device).expand(b, -1)
         rest_hidden = decoder(
-            input_ids=rest_ids, attention_mask=attention_mask, position_ids=positions, cache=cache, use_cache=True
+            input_ids=rest_ids,
+            attention_mask=attention_mask,
+            position_ids=positions,
+            cache=cache,
+            use_cache=True,
         ).last_hidden_state
         hidden = torch.cat([prefix_hidden.expand(b, -1, -1), rest_hidden], dim=1)
     else:
@@ -197,7 +229,13 @@ def score(
     logprobs = token_logprobs_from_logits(logits[None], targets[None], temperature=temperature)[0]
     entropy = None
     if with_entropy:
-        with torch.no_grad():  # in row chunks: a full-vocabulary pass holds ~5 [N, V] float32 temporaries
-            entropy = torch.cat([entropy_from_logits(chunk.float() / temperature)
-                                 for chunk in logits.detach().split(_ENTROPY_CHUNK)])
+        with (
+            torch.no_grad()
+        ):  # in row chunks: a full-vocabulary pass holds ~5 [N, V] float32 temporaries
+            entropy = torch.cat(
+                [
+                    entropy_from_logits(chunk.float() / temperature)
+                    for chunk in logits.detach().split(_ENTROPY_CHUNK)
+                ]
+            )
     return logprobs, entropy

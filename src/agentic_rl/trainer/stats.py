@@ -91,7 +91,9 @@ def _differences(before: Sequence[float], after: Sequence[float]) -> np.ndarray:
     """``after − before`` as a float array; raises ValueError on unequal or zero lengths."""
     b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
     if b.ndim != 1 or b.shape != a.shape:
-        raise ValueError(f"before and after must be 1-D and paired, got shapes {b.shape} and {a.shape}")
+        raise ValueError(
+            f"before and after must be 1-D and paired, got shapes {b.shape} and {a.shape}"
+        )
     if b.size == 0:
         raise ValueError("paired bootstrap needs at least one task")
     return a - b
@@ -104,8 +106,14 @@ def _percentile_interval(estimate: float, resampled: np.ndarray, confidence: flo
     return Interval(float(estimate), float(low), float(high))
 
 
-def paired_bootstrap(before: Sequence[float], after: Sequence[float], *, resamples: int = DEFAULT_RESAMPLES,
-                     seed: int = 0, confidence: float = 0.95) -> Interval:
+def paired_bootstrap(
+    before: Sequence[float],
+    after: Sequence[float],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> Interval:
     """Percentile bootstrap interval of the mean paired difference ``mean(after − before)``.
 
     Args:
@@ -123,12 +131,18 @@ def paired_bootstrap(before: Sequence[float], after: Sequence[float], *, resampl
     Raises:
         ValueError: unequal lengths, no tasks, ``resamples < 1`` or a bad ``confidence``.
     """
-    return pooled_paired_bootstrap([(before, after)], resamples=resamples, seed=seed, confidence=confidence)
+    return pooled_paired_bootstrap(
+        [(before, after)], resamples=resamples, seed=seed, confidence=confidence
+    )
 
 
-def pooled_paired_bootstrap(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *,
-                            resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                            confidence: float = 0.95) -> Interval:
+def pooled_paired_bootstrap(
+    pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> Interval:
     """Bootstrap interval of the mean over runs of each run's mean paired difference.
 
     Each run (e.g. a training seed) has its own tasks; every resample draws tasks with

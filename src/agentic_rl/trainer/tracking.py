@@ -93,10 +93,14 @@ class WandbSink:
     grow, while warm-up, eval and RL rows each count from their own start).
     """
 
-    def __init__(self, run_dir: str | Path, name: str, config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, run_dir: str | Path, name: str, config: dict[str, Any] | None = None
+    ) -> None:
         import wandb
 
-        self.run = wandb.init(mode="offline", dir=str(run_dir), project="agentic-rl", name=name, config=config or {})
+        self.run = wandb.init(
+            mode="offline", dir=str(run_dir), project="agentic-rl", name=name, config=config or {}
+        )
         self.run.define_metric("trainer/step")
         self.run.define_metric("*", step_metric="trainer/step")
 
@@ -125,7 +129,9 @@ class MlflowSink:
 
         self.client = MlflowClient(tracking_uri=(Path(run_dir) / "mlruns").resolve().as_uri())
         experiment = self.client.get_experiment_by_name("agentic-rl")
-        exp_id = experiment.experiment_id if experiment else self.client.create_experiment("agentic-rl")
+        exp_id = (
+            experiment.experiment_id if experiment else self.client.create_experiment("agentic-rl")
+        )
         self.run_id = self.client.create_run(exp_id, run_name=name).info.run_id
 
     def log(self, row: dict[str, Any]) -> None:
@@ -144,7 +150,9 @@ class MlflowSink:
         self.client.set_terminated(self.run_id)
 
 
-def run_metrics_log(run_dir: Path, tracking: Any = None, *, config: dict[str, Any] | None = None) -> TrackedMetricsLog:
+def run_metrics_log(
+    run_dir: Path, tracking: Any = None, *, config: dict[str, Any] | None = None
+) -> TrackedMetricsLog:
     """The metrics log of a run: ``RUN_DIR/metrics.jsonl`` plus the sinks ``tracking`` turns on.
 
     Args:
@@ -156,8 +164,10 @@ def run_metrics_log(run_dir: Path, tracking: Any = None, *, config: dict[str, An
         ImportError: W&B or MLflow is turned on but not installed (``agentic-rl[tracking]``).
     """
     run_dir = Path(run_dir)
-    on = {name: getattr(tracking, name, default) for name, default in
-          (("tensorboard", True), ("wandb", False), ("mlflow", False))}
+    on = {
+        name: getattr(tracking, name, default)
+        for name, default in (("tensorboard", True), ("wandb", False), ("mlflow", False))
+    }
     sinks: list[Sink] = []
     if on["tensorboard"]:
         sinks.append(TensorBoardSink(run_dir / "tb"))

@@ -102,11 +102,15 @@ def micro_batches(lengths: Sequence[int], max_rows: int, max_tokens: int = 0) ->
         ValueError: ``max_rows`` < 1 or ``max_tokens`` < 0.
     """
     if max_rows < 1 or max_tokens < 0:
-        raise ValueError(f"micro_batches: max_rows must be >= 1 and max_tokens >= 0, got {max_rows}, {max_tokens}")
+        raise ValueError(
+            f"micro_batches: max_rows must be >= 1 and max_tokens >= 0, got {max_rows}, {max_tokens}"
+        )
     out: list[list[int]] = []
     current: list[int] = []
     for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
-        too_many = len(current) == max_rows or (max_tokens > 0 and (len(current) + 1) * lengths[i] > max_tokens)
+        too_many = len(current) == max_rows or (
+            max_tokens > 0 and (len(current) + 1) * lengths[i] > max_tokens
+        )
         if current and too_many:
             out.append(current)
             current = []
@@ -122,15 +126,26 @@ def _device(model) -> torch.device:
 
 def _finish_step(model, optimizer, max_grad_norm: float) -> float:
     params = [p for p in model.parameters() if p.requires_grad]
-    norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm > 0 else float("inf"))
-    check_finite(norm, "gradient norm")  # before the step: a NaN/inf gradient never reaches the weights
+    norm = torch.nn.utils.clip_grad_norm_(
+        params, max_grad_norm if max_grad_norm > 0 else float("inf")
+    )
+    check_finite(
+        norm, "gradient norm"
+    )  # before the step: a NaN/inf gradient never reaches the weights
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return float(norm)
 
 
-def sft_update(model, optimizer, demos: Sequence[Trajectory], *, micro_batch_size: int, micro_batch_tokens: int = 0,
-               max_grad_norm: float = 1.0) -> dict[str, float]:
+def sft_update(
+    model,
+    optimizer,
+    demos: Sequence[Trajectory],
+    *,
+    micro_batch_size: int,
+    micro_batch_tokens: int = 0,
+    max_grad_norm: float = 1.0,
+) -> dict[str, float]:
     """One supervised step: maximise the logprob of the sampled (loss-mask 1) tokens of ``demos``.
 
     Micro-batches: at most ``micro_batch_size`` demos and ``micro_batch_tokens`` padded tokens
@@ -148,7 +163,9 @@ def sft_update(model, optimizer, demos: Sequence[Trajectory], *, micro_batch_siz
         raise ValueError("sft_update: the demonstrations have no trained tokens")
     model.train()
     loss_sum = 0.0
-    for idx in micro_batches([len(t.token_ids) for t in demos], micro_batch_size, micro_batch_tokens):
+    for idx in micro_batches(
+        [len(t.token_ids) for t in demos], micro_batch_size, micro_batch_tokens
+    ):
         batch = pack([demos[i] for i in idx], _device(model))
         logprobs, _ = score(model, batch)
         loss = -logprobs.sum() / total
@@ -156,7 +173,11 @@ def sft_update(model, optimizer, demos: Sequence[Trajectory], *, micro_batch_siz
         loss_sum += loss.item() * total
     check_finite(loss_sum, "warm-up (SFT) loss")
     grad_norm = _finish_step(model, optimizer, max_grad_norm)
-    return {"train/loss": loss_sum / total, "train/grad_norm": grad_norm, "train/tokens": float(total)}
+    return {
+        "train/loss": loss_sum / total,
+        "train/grad_norm": grad_norm,
+        "train/tokens": float(total),
+    }
 
 
 def _per_token(values: Sequence[Advantage], idx: Sequence[int], batch: PackedBatch) -> Tensor:
@@ -189,25 +210,48 @@ def _check_inputs(trajectories, advantages, critic, kl_coef, kl_mode, ref_model)
         raise ValueError("policy_gradient_update needs advantages or a critic")
     per_traj = critic.token_rewards if fresh_critic else advantages
     if len(per_traj) != len(trajectories):
-        raise ValueError("critic.token_rewards needs one list per trajectory" if fresh_critic
-                         else "one advantage per trajectory is required")
-    if critic is not None and critic.old_values is not None and len(critic.old_values) != len(trajectories):
+        raise ValueError(
+            "critic.token_rewards needs one list per trajectory"
+            if fresh_critic
+            else "one advantage per trajectory is required"
+        )
+    if (
+        critic is not None
+        and critic.old_values is not None
+        and len(critic.old_values) != len(trajectories)
+    ):
         raise ValueError("critic.old_values needs one list per trajectory")
     for t, a in zip(trajectories, per_traj):
         if not isinstance(a, (int, float)) and len(a) != len(t.token_ids):
-            raise ValueError(f"trajectory {t.trajectory_id}: {len(a)} token advantages/rewards for "
-                             f"{len(t.token_ids)} tokens")
+            raise ValueError(
+                f"trajectory {t.trajectory_id}: {len(a)} token advantages/rewards for "
+                f"{len(t.token_ids)} tokens"
+            )
 
 
-def _gae(critic: CriticSetup, values: Tensor, rewards: Tensor, batch: PackedBatch,
-         trajs: Sequence[Trajectory]) -> tuple[Tensor, Tensor]:
+def _gae(
+    critic: CriticSetup,
+    values: Tensor,
+    rewards: Tensor,
+    batch: PackedBatch,
+    trajs: Sequence[Trajectory],
+) -> tuple[Tensor, Tensor]:
     """GAE advantages and λ-returns [N] over each row's trained tokens, from values [N]."""
     v_dense = _dense(values, batch)
     mask = batch.target_mask
     last = mask.shape[1] - 1 - mask.flip(1).long().argmax(dim=1)  # each row's last trained position
-    boot = v_dense[torch.arange(mask.shape[0], device=mask.device), last]  # V at the last step (truncation)
-    adv, returns = gae_advantages(_dense(rewards, batch), v_dense, mask, gamma=critic.gamma, lam=critic.lam,
-                                  terminated=[t.terminated for t in trajs], bootstrap_values=boot)
+    boot = v_dense[
+        torch.arange(mask.shape[0], device=mask.device), last
+    ]  # V at the last step (truncation)
+    adv, returns = gae_advantages(
+        _dense(rewards, batch),
+        v_dense,
+        mask,
+        gamma=critic.gamma,
+        lam=critic.lam,
+        terminated=[t.terminated for t in trajs],
+        bootstrap_values=boot,
+    )
     return adv[mask].float().to(values.device), returns[mask].float().to(values.device)
 
 
@@ -219,8 +263,12 @@ def _advantages(advantages, critic, captured, penalty, idx, batch, mb, gamma: fl
     if critic is None:
         adv = _per_token(advantages, idx, batch)
         if penalty is not None:
-            adv = adv + discounted_returns(_dense(penalty, batch), batch.target_mask, gamma=gamma)[
-                batch.target_mask].float()
+            adv = (
+                adv
+                + discounted_returns(_dense(penalty, batch), batch.target_mask, gamma=gamma)[
+                    batch.target_mask
+                ].float()
+            )
         return adv, None, None, {}
     values = critic.head(captured[-1])  # [N], grad to the head only
     if critic.old_values is None:  # first pass: GAE from this pass's values
@@ -232,14 +280,22 @@ def _advantages(advantages, critic, captured, penalty, idx, batch, mb, gamma: fl
         adv = _per_token(advantages, idx, batch).to(values.device)
         old = _per_token(critic.old_values, idx, batch).to(values.device)
         returns = adv + old
-    vloss, vm = value_loss(values, old, returns, torch.ones_like(values), clip_eps=critic.clip_eps, normalizer=total)
+    vloss, vm = value_loss(
+        values, old, returns, torch.ones_like(values), clip_eps=critic.clip_eps, normalizer=total
+    )
     n = batch.num_tokens
-    sums = {"value_clip_fraction": vm["value_clip_fraction"] * n, "explained_variance": vm["explained_variance"] * n,
-            "value_loss": vloss.item(), "value_mean": float(values.detach().sum())}
+    sums = {
+        "value_clip_fraction": vm["value_clip_fraction"] * n,
+        "explained_variance": vm["explained_variance"] * n,
+        "value_loss": vloss.item(),
+        "value_mean": float(values.detach().sum()),
+    }
     return adv, values.detach(), vloss, sums
 
 
-def deduplicate(trajectories: Sequence[Trajectory], advantages: Sequence[Advantage]) -> tuple[list[int], list[int]]:
+def deduplicate(
+    trajectories: Sequence[Trajectory], advantages: Sequence[Advantage]
+) -> tuple[list[int], list[int]]:
     """Rows that are exact copies of an earlier one, for training each distinct row once.
 
     Two rows are copies when their token ids, loss masks, recorded logprobs, segment starts and
@@ -256,8 +312,13 @@ def deduplicate(trajectories: Sequence[Trajectory], advantages: Sequence[Advanta
     representatives: list[int] = []
     owner: list[int] = []
     for i, (t, a) in enumerate(zip(trajectories, advantages)):
-        key = (t.token_ids, t.loss_mask, t.logprobs, t.segment_starts,
-               float(a) if isinstance(a, (int, float)) else tuple(float(x) for x in a))
+        key = (
+            t.token_ids,
+            t.loss_mask,
+            t.logprobs,
+            t.segment_starts,
+            float(a) if isinstance(a, (int, float)) else tuple(float(x) for x in a),
+        )
         if key not in seen:
             seen[key] = len(representatives)
             representatives.append(i)
@@ -276,13 +337,33 @@ def _collapse_copies(trajectories, advantages, seq_weights: Tensor, *, enabled: 
         reps, owner = deduplicate(trajectories, advantages)
         if len(reps) < len(trajectories):
             multiplicity = torch.bincount(torch.tensor(owner), minlength=len(reps)).double()
-            return ([trajectories[i] for i in reps], [advantages[i] for i in reps],
-                    seq_weights[torch.tensor(reps)] * multiplicity, owner, multiplicity)
-    return trajectories, advantages, seq_weights, None, torch.ones(len(trajectories), dtype=torch.float64)
+            return (
+                [trajectories[i] for i in reps],
+                [advantages[i] for i in reps],
+                seq_weights[torch.tensor(reps)] * multiplicity,
+                owner,
+                multiplicity,
+            )
+    return (
+        trajectories,
+        advantages,
+        seq_weights,
+        None,
+        torch.ones(len(trajectories), dtype=torch.float64),
+    )
 
 
-_SUMS = ("kl", "clip_fraction", "ratio_mean", "entropy", "logprob_diff", "value_loss", "value_clip_fraction",
-         "explained_variance", "value_mean")
+_SUMS = (
+    "kl",
+    "clip_fraction",
+    "ratio_mean",
+    "entropy",
+    "logprob_diff",
+    "value_loss",
+    "value_clip_fraction",
+    "explained_variance",
+    "value_mean",
+)
 
 
 def policy_gradient_update(
@@ -359,9 +440,14 @@ def policy_gradient_update(
             out[:] = [[0.0] * len(t.token_ids) for t in trajectories]
     # exact copies are trained once with their summed loss weight (a critic reads per-row values: off then)
     trajectories, advantages, seq_weights, owner, multiplicity = _collapse_copies(
-        trajectories, advantages, seq_weights, enabled=critic is None)
-    unique_out = ([[0.0] * len(t.token_ids) for t in trajectories] if advantages_out is not None else None)
-    for idx in micro_batches([len(t.token_ids) for t in trajectories], micro_batch_size, micro_batch_tokens):
+        trajectories, advantages, seq_weights, enabled=critic is None
+    )
+    unique_out = (
+        [[0.0] * len(t.token_ids) for t in trajectories] if advantages_out is not None else None
+    )
+    for idx in micro_batches(
+        [len(t.token_ids) for t in trajectories], micro_batch_size, micro_batch_tokens
+    ):
         mb = [trajectories[i] for i in idx]
         batch = pack(mb, _device(model))
         n = batch.num_tokens
@@ -375,14 +461,27 @@ def policy_gradient_update(
                 ref_logprobs, _ = score(ref_model, batch, temperature=temperature)
             kl = kl_fn(logprobs, ref_logprobs)
         penalty = -kl_coef * kl.detach() if kl_mode == "reward" and kl_coef > 0 else None
-        adv, values, vloss, vm = _advantages(advantages, critic, captured, penalty, idx, batch, mb, gamma, total)
+        adv, values, vloss, vm = _advantages(
+            advantages, critic, captured, penalty, idx, batch, mb, gamma, total
+        )
         for k, v in vm.items():
             sums[k] += v
-        weights = seq_weights.to(logprobs.device)[torch.as_tensor(idx, device=logprobs.device)][batch.rows]
-        copies = multiplicity.to(logprobs.device)[torch.as_tensor(idx, device=logprobs.device)][batch.rows].float()
-        loss, _ = ppo_clip_loss(logprobs, batch.old_logprobs, adv.to(logprobs.device), weights,
-                                clip_eps_low=clip_eps_low, clip_eps_high=clip_eps_high, normalizer=1.0,
-                                dual_clip=dual_clip)
+        weights = seq_weights.to(logprobs.device)[torch.as_tensor(idx, device=logprobs.device)][
+            batch.rows
+        ]
+        copies = multiplicity.to(logprobs.device)[torch.as_tensor(idx, device=logprobs.device)][
+            batch.rows
+        ].float()
+        loss, _ = ppo_clip_loss(
+            logprobs,
+            batch.old_logprobs,
+            adv.to(logprobs.device),
+            weights,
+            clip_eps_low=clip_eps_low,
+            clip_eps_high=clip_eps_high,
+            normalizer=1.0,
+            dual_clip=dual_clip,
+        )
         if kl_mode == "loss" and kl_coef > 0:
             loss = loss + kl_coef * (kl * weights).sum()
         (loss if vloss is None else loss + vloss).backward()
@@ -390,10 +489,22 @@ def policy_gradient_update(
         if values is not None:
             _record_advantages(values_out, idx, values, batch)
         sums["loss"] += loss.item()
-        _add_token_sums(sums, logprobs, batch.old_logprobs, adv, kl, entropy, copies, clip_eps_low, clip_eps_high)
+        _add_token_sums(
+            sums,
+            logprobs,
+            batch.old_logprobs,
+            adv,
+            kl,
+            entropy,
+            copies,
+            clip_eps_low,
+            clip_eps_high,
+        )
     if advantages_out is not None:
-        advantages_out[:] = [list(unique_out[owner[j]] if owner is not None else unique_out[j])
-                             for j in range(len(all_trajectories))]
+        advantages_out[:] = [
+            list(unique_out[owner[j]] if owner is not None else unique_out[j])
+            for j in range(len(all_trajectories))
+        ]
     check_finite(sums["loss"], "policy-gradient loss")
     grad_norm = _finish_step(model, optimizer, max_grad_norm)
     out = {"train/loss": sums.pop("loss"), "train/advantage_mean": sums.pop("advantage") / total}
@@ -402,18 +513,35 @@ def policy_gradient_update(
     if critic is not None:
         out["train/value_loss"] = sums["value_loss"]  # already normalised by the step's tokens
         _finish_step(critic.head, critic.optimizer, critic.max_grad_norm)
-    out.update({"train/grad_norm": grad_norm, "train/tokens": float(total), "train/rows_trained": float(len(trajectories))})
+    out.update(
+        {
+            "train/grad_norm": grad_norm,
+            "train/tokens": float(total),
+            "train/rows_trained": float(len(trajectories)),
+        }
+    )
     return out
 
 
-def _add_token_sums(sums: dict, logprobs: Tensor, old_logprobs: Tensor, adv: Tensor, kl: Tensor, entropy: Tensor,
-                    copies: Tensor, clip_eps_low: float, clip_eps_high: float) -> None:
+def _add_token_sums(
+    sums: dict,
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    adv: Tensor,
+    kl: Tensor,
+    entropy: Tensor,
+    copies: Tensor,
+    clip_eps_low: float,
+    clip_eps_high: float,
+) -> None:
     """Add a micro-batch's per-token metric sums (all [N]) to ``sums``, each distinct row counted
     ``copies`` times (so the metrics are those of every input row); clip fraction as in
     :func:`~agentic_rl.algorithms.ppo_clip_loss` (the clipped term active)."""
     ratio = torch.exp(logprobs.detach() - old_logprobs)
     a = adv.to(ratio.device)
-    clipped = (((ratio > 1 + clip_eps_high) & (a > 0)) | ((ratio < 1 - clip_eps_low) & (a < 0))).float()
+    clipped = (
+        ((ratio > 1 + clip_eps_high) & (a > 0)) | ((ratio < 1 - clip_eps_low) & (a < 0))
+    ).float()
     sums["kl"] += float((kl.detach() * copies).sum())
     sums["clip_fraction"] += float((clipped * copies).sum())
     sums["ratio_mean"] += float((ratio * copies).sum())
@@ -422,7 +550,9 @@ def _add_token_sums(sums: dict, logprobs: Tensor, old_logprobs: Tensor, adv: Ten
     sums["advantage"] += float((a * copies).sum())
 
 
-def _record_advantages(out: list | None, idx: Sequence[int], adv: Tensor, batch: PackedBatch) -> None:
+def _record_advantages(
+    out: list | None, idx: Sequence[int], adv: Tensor, batch: PackedBatch
+) -> None:
     if out is None:
         return
     dense = _dense(adv, batch).cpu()

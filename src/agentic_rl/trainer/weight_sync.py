@@ -45,8 +45,12 @@ def stamp_policy_version(trajectories: Sequence[Trajectory], version: int) -> li
     """
     if version < 0:
         raise ValueError(f"policy version must be >= 0, got {version}")
-    return [t if "policy_version" in t.info else dataclasses.replace(t, info={**t.info, "policy_version": int(version)})
-            for t in trajectories]
+    return [
+        t
+        if "policy_version" in t.info
+        else dataclasses.replace(t, info={**t.info, "policy_version": int(version)})
+        for t in trajectories
+    ]
 
 
 def policy_version_of(trajectory: Trajectory) -> int | None:
@@ -61,7 +65,10 @@ def staleness(trajectories: Sequence[Trajectory], current_version: int) -> dict[
     lags = [current_version - v for t in trajectories if (v := policy_version_of(t)) is not None]
     if not lags:
         return {}
-    return {"rollout/staleness_mean": sum(lags) / len(lags), "rollout/staleness_max": float(max(lags))}
+    return {
+        "rollout/staleness_mean": sum(lags) / len(lags),
+        "rollout/staleness_max": float(max(lags)),
+    }
 
 
 def publish_weights(model: Any, tokenizer: Any, out_dir: str | Path, version: int) -> Path:

@@ -54,63 +54,107 @@ from agentic_rl.trajectories.serialize import SCHEMA_VERSION
 
 _NAMED = pa.list_(pa.struct([("name", pa.string()), ("value", pa.float64())]))
 _MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
-_TURN = pa.struct([
-    ("index", pa.int32()),
-    ("action_text", pa.string()),
-    ("tool_calls", pa.list_(pa.struct([("id", pa.string()), ("name", pa.string()),
-                                       ("arguments_json", pa.string()), ("raw", pa.string())]))),
-    ("tool_call_errors", pa.list_(pa.struct([("raw", pa.string()), ("message", pa.string())]))),
-    ("observation", pa.struct([("messages", _MESSAGES), ("tools_json", pa.string())])),
-    ("reward", pa.float64()),
-    ("tool_results", pa.list_(pa.struct([("call_id", pa.string()), ("name", pa.string()),
-                                         ("content", pa.string()), ("ok", pa.bool_())]))),
-    ("token_ids", pa.list_(pa.int32())),
-    ("loss_mask", pa.list_(pa.int8())),
-    ("logprobs", pa.list_(pa.float64())),
-    ("info_json", pa.string()),
-    ("truncated", pa.bool_()),
-])
+_TURN = pa.struct(
+    [
+        ("index", pa.int32()),
+        ("action_text", pa.string()),
+        (
+            "tool_calls",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("id", pa.string()),
+                        ("name", pa.string()),
+                        ("arguments_json", pa.string()),
+                        ("raw", pa.string()),
+                    ]
+                )
+            ),
+        ),
+        ("tool_call_errors", pa.list_(pa.struct([("raw", pa.string()), ("message", pa.string())]))),
+        ("observation", pa.struct([("messages", _MESSAGES), ("tools_json", pa.string())])),
+        ("reward", pa.float64()),
+        (
+            "tool_results",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("call_id", pa.string()),
+                        ("name", pa.string()),
+                        ("content", pa.string()),
+                        ("ok", pa.bool_()),
+                    ]
+                )
+            ),
+        ),
+        ("token_ids", pa.list_(pa.int32())),
+        ("loss_mask", pa.list_(pa.int8())),
+        ("logprobs", pa.list_(pa.float64())),
+        ("info_json", pa.string()),
+        ("truncated", pa.bool_()),
+    ]
+)
 
-SCHEMA = pa.schema([
-    ("schema_version", pa.int32()),
-    ("run_id", pa.string()),
-    ("phase", pa.string()),
-    ("tag", pa.string()),
-    ("step", pa.int64()),
-    ("rl_step", pa.int64()),
-    ("policy_version", pa.int64()),
-    ("env_id", pa.string()),
-    ("seed", pa.int64()),
-    ("env_kwargs_json", pa.string()),
-    ("group_id", pa.string()),
-    ("trajectory_id", pa.string()),
-    ("stop_reason", pa.string()),
-    ("reward", pa.float64()),
-    ("reward_components", _NAMED),
-    ("advantage", pa.float64()),
-    ("advantage_turn", pa.list_(pa.float64())),
-    ("advantage_token", pa.list_(pa.float64())),
-    ("num_turns", pa.int32()),
-    ("num_tool_calls", pa.int32()),
-    ("num_generated_tokens", pa.int32()),
-    ("messages", _MESSAGES),
-    ("turns", pa.list_(_TURN)),
-    ("token_ids", pa.list_(pa.int32())),
-    ("loss_mask", pa.list_(pa.int8())),
-    ("logprobs", pa.list_(pa.float64())),
-    ("segment_starts", pa.list_(pa.int64())),
-    ("timings", _NAMED),
-    ("info_json", pa.string()),
-    ("extra_json", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        ("schema_version", pa.int32()),
+        ("run_id", pa.string()),
+        ("phase", pa.string()),
+        ("tag", pa.string()),
+        ("step", pa.int64()),
+        ("rl_step", pa.int64()),
+        ("policy_version", pa.int64()),
+        ("env_id", pa.string()),
+        ("seed", pa.int64()),
+        ("env_kwargs_json", pa.string()),
+        ("group_id", pa.string()),
+        ("trajectory_id", pa.string()),
+        ("stop_reason", pa.string()),
+        ("reward", pa.float64()),
+        ("reward_components", _NAMED),
+        ("advantage", pa.float64()),
+        ("advantage_turn", pa.list_(pa.float64())),
+        ("advantage_token", pa.list_(pa.float64())),
+        ("num_turns", pa.int32()),
+        ("num_tool_calls", pa.int32()),
+        ("num_generated_tokens", pa.int32()),
+        ("messages", _MESSAGES),
+        ("turns", pa.list_(_TURN)),
+        ("token_ids", pa.list_(pa.int32())),
+        ("loss_mask", pa.list_(pa.int8())),
+        ("logprobs", pa.list_(pa.float64())),
+        ("segment_starts", pa.list_(pa.int64())),
+        ("timings", _NAMED),
+        ("info_json", pa.string()),
+        ("extra_json", pa.string()),
+    ]
+)
 
 #: top-level record keys stored in their own column (everything else goes to ``extra_json``)
 _COLUMN_EXTRAS = ("run_id", "phase", "tag", "step", "rl_step", "policy_version", "advantage")
-_RECORD_KEYS = frozenset({
-    "schema_version", "env_id", "seed", "group_id", "trajectory_id", "messages", "turns",
-    "token_ids", "loss_mask", "logprobs", "stop_reason", "reward", "reward_components", "info",
-    "env_kwargs", "advantages", "timings", "segment_starts", *_COLUMN_EXTRAS,
-})
+_RECORD_KEYS = frozenset(
+    {
+        "schema_version",
+        "env_id",
+        "seed",
+        "group_id",
+        "trajectory_id",
+        "messages",
+        "turns",
+        "token_ids",
+        "loss_mask",
+        "logprobs",
+        "stop_reason",
+        "reward",
+        "reward_components",
+        "info",
+        "env_kwargs",
+        "advantages",
+        "timings",
+        "segment_starts",
+        *_COLUMN_EXTRAS,
+    }
+)
 
 
 def _dumps(value: Any) -> str:
@@ -128,10 +172,19 @@ def _turn_row(t: dict[str, Any]) -> dict[str, Any]:
     return {
         "index": t["index"],
         "action_text": a["text"],
-        "tool_calls": [{"id": c["id"], "name": c["name"], "arguments_json": _dumps(c["arguments"]),
-                        "raw": c["raw"]} for c in a["tool_calls"]],
+        "tool_calls": [
+            {
+                "id": c["id"],
+                "name": c["name"],
+                "arguments_json": _dumps(c["arguments"]),
+                "raw": c["raw"],
+            }
+            for c in a["tool_calls"]
+        ],
         "tool_call_errors": list(a["tool_call_errors"]),
-        "observation": None if obs is None else {"messages": obs["messages"], "tools_json": _dumps(obs["tools"])},
+        "observation": None
+        if obs is None
+        else {"messages": obs["messages"], "tools_json": _dumps(obs["tools"])},
         "reward": t["reward"],
         "tool_results": list(t["tool_results"]),
         "token_ids": t["token_ids"],
@@ -158,7 +211,9 @@ def record_to_row(record: dict[str, Any]) -> dict[str, Any]:
             **{k: record.get(k) for k in _COLUMN_EXTRAS},
             "env_id": record["env_id"],
             "seed": record["seed"],
-            "env_kwargs_json": None if record.get("env_kwargs") is None else _dumps(record["env_kwargs"]),
+            "env_kwargs_json": None
+            if record.get("env_kwargs") is None
+            else _dumps(record["env_kwargs"]),
             "group_id": record["group_id"],
             "trajectory_id": record["trajectory_id"],
             "stop_reason": record["stop_reason"],
@@ -190,11 +245,20 @@ def _turn_record(t: dict[str, Any]) -> dict[str, Any]:
         "index": t["index"],
         "action": {
             "text": t["action_text"],
-            "tool_calls": [{"name": c["name"], "arguments": json.loads(c["arguments_json"]), "raw": c["raw"],
-                            "id": c["id"]} for c in t["tool_calls"]],
+            "tool_calls": [
+                {
+                    "name": c["name"],
+                    "arguments": json.loads(c["arguments_json"]),
+                    "raw": c["raw"],
+                    "id": c["id"],
+                }
+                for c in t["tool_calls"]
+            ],
             "tool_call_errors": t["tool_call_errors"],
         },
-        "observation": None if obs is None else {"messages": obs["messages"], "tools": json.loads(obs["tools_json"])},
+        "observation": None
+        if obs is None
+        else {"messages": obs["messages"], "tools": json.loads(obs["tools_json"])},
         "reward": t["reward"],
         "tool_results": t["tool_results"],
         "token_ids": t["token_ids"],
@@ -233,7 +297,10 @@ def row_to_record(row: dict[str, Any]) -> dict[str, Any]:
     if row.get("env_kwargs_json") is not None:
         record["env_kwargs"] = json.loads(row["env_kwargs_json"])
     if row.get("advantage_turn") is not None or row.get("advantage_token") is not None:
-        record["advantages"] = {"turn": row.get("advantage_turn"), "token": row.get("advantage_token")}
+        record["advantages"] = {
+            "turn": row.get("advantage_turn"),
+            "token": row.get("advantage_token"),
+        }
     if row.get("segment_starts") is not None:
         record["segment_starts"] = row["segment_starts"]
     if row.get("timings") is not None:
@@ -255,7 +322,9 @@ def records_to_table(records: list[dict[str, Any]]) -> pa.Table:
         if not isinstance(record, dict):
             raise TypeError(f"a record must be a dict, got {type(record).__name__}")
         if record.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"record schema_version {record.get('schema_version')!r} != {SCHEMA_VERSION}")
+            raise ValueError(
+                f"record schema_version {record.get('schema_version')!r} != {SCHEMA_VERSION}"
+            )
         rows.append(record_to_row(record))
     try:
         return pa.Table.from_pylist(rows, schema=SCHEMA)

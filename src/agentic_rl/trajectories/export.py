@@ -35,8 +35,9 @@ def record_success(record: dict[str, Any]) -> bool:
     return not failed and (record["reward_components"].get("outcome") or 0.0) >= 1.0 - 1e-9
 
 
-def export_records(records: Iterable[dict[str, Any]], out: str | os.PathLike[str], *,
-                   only_success: bool = False) -> Path:
+def export_records(
+    records: Iterable[dict[str, Any]], out: str | os.PathLike[str], *, only_success: bool = False
+) -> Path:
     """Write the export dataset of ``records`` under ``out``; returns the Parquet file's path.
 
     Args:
@@ -49,7 +50,10 @@ def export_records(records: Iterable[dict[str, Any]], out: str | os.PathLike[str
     """
     rows = [r for r in records if not only_success or record_success(r)]
     if not rows:
-        raise ValueError("nothing to export: no trajectory matches" + (" (--only-success)" if only_success else ""))
+        raise ValueError(
+            "nothing to export: no trajectory matches"
+            + (" (--only-success)" if only_success else "")
+        )
     components = list(dict.fromkeys(n for r in rows for n in r["reward_components"]))
     columns: dict[str, pa.Array] = {
         "run_id": pa.array([r.get("run_id") for r in rows], pa.string()),
@@ -68,10 +72,14 @@ def export_records(records: Iterable[dict[str, Any]], out: str | os.PathLike[str
         "success": pa.array([record_success(r) for r in rows], pa.bool_()),
         "stop_reason": pa.array([r["stop_reason"] for r in rows], pa.string()),
         "num_turns": pa.array([len(r["turns"]) for r in rows], pa.int32()),
-        "num_tool_calls": pa.array([sum(len(t["action"]["tool_calls"]) for t in r["turns"]) for r in rows], pa.int32()),
+        "num_tool_calls": pa.array(
+            [sum(len(t["action"]["tool_calls"]) for t in r["turns"]) for r in rows], pa.int32()
+        ),
     }
     for name in components:
-        columns[f"reward/{name}"] = pa.array([r["reward_components"].get(name) for r in rows], pa.float64())
+        columns[f"reward/{name}"] = pa.array(
+            [r["reward_components"].get(name) for r in rows], pa.float64()
+        )
     table = pa.table(columns)
     folder = Path(out) / "data"
     folder.mkdir(parents=True, exist_ok=True)

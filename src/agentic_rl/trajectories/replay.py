@@ -26,7 +26,9 @@ from agentic_rl.types import Message, Observation, StopReason, ToolResult, Traje
 
 
 class _Env(Protocol):
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict]: ...
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict]: ...
 
     def step(self, action: Any) -> tuple[Observation, float, bool, bool, dict]: ...
 
@@ -94,10 +96,16 @@ def replay(trajectory: Trajectory, env: _Env) -> ReplayResult:
     try:
         obs, _info = env.reset(seed=trajectory.seed, options={"trajectory_id": tid})
     except Exception as exc:  # noqa: BLE001 - a raising env is a divergence, not a crash of the replay
-        return ReplayResult(tid, 0, (Divergence(-1, "exception", None, f"{type(exc).__name__}: {exc}"),))
+        return ReplayResult(
+            tid, 0, (Divergence(-1, "exception", None, f"{type(exc).__name__}: {exc}"),)
+        )
     recorded_reset = _reset_messages(trajectory)
     if tuple(obs.messages) != recorded_reset:
-        return ReplayResult(tid, 0, (Divergence(-1, "observation", _messages(recorded_reset), _messages(obs.messages)),))
+        return ReplayResult(
+            tid,
+            0,
+            (Divergence(-1, "observation", _messages(recorded_reset), _messages(obs.messages)),),
+        )
     last = len(trajectory.turns) - 1
     for turn in trajectory.turns:
         if turn.truncated:  # a reply cut by the token budget was never given to the env
@@ -107,26 +115,47 @@ def replay(trajectory: Trajectory, env: _Env) -> ReplayResult:
         except Exception as exc:  # noqa: BLE001
             if trajectory.stop_reason == StopReason.ERROR and turn.index == last:
                 return ReplayResult(tid, turn.index + 1)  # the recording failed here too
-            return ReplayResult(tid, turn.index, (Divergence(turn.index, "exception", None,
-                                                             f"{type(exc).__name__}: {exc}"),))
-        found = _compare_turn(trajectory, turn, obs, reward, terminated, truncated, info, turn.index == last)
+            return ReplayResult(
+                tid,
+                turn.index,
+                (Divergence(turn.index, "exception", None, f"{type(exc).__name__}: {exc}"),),
+            )
+        found = _compare_turn(
+            trajectory, turn, obs, reward, terminated, truncated, info, turn.index == last
+        )
         if found:
             return ReplayResult(tid, turn.index + 1, tuple(found))
     return ReplayResult(tid, len(trajectory.turns))
 
 
-def _compare_turn(traj: Trajectory, turn: Any, obs: Observation, reward: float, terminated: bool,
-                  truncated: bool, info: dict, is_last: bool) -> list[Divergence]:
+def _compare_turn(
+    traj: Trajectory,
+    turn: Any,
+    obs: Observation,
+    reward: float,
+    terminated: bool,
+    truncated: bool,
+    info: dict,
+    is_last: bool,
+) -> list[Divergence]:
     out = []
     recorded = turn.observation.messages if turn.observation is not None else ()
     if tuple(obs.messages) != tuple(recorded):
-        out.append(Divergence(turn.index, "observation", _messages(recorded), _messages(obs.messages)))
+        out.append(
+            Divergence(turn.index, "observation", _messages(recorded), _messages(obs.messages))
+        )
     if not _same_float(float(reward), turn.reward):
         out.append(Divergence(turn.index, "reward", turn.reward, float(reward)))
     results = tuple(ToolResult(**r) for r in info.get("tool_results", ()))
     if results != turn.tool_results:
-        out.append(Divergence(turn.index, "tool_results", [r.__dict__ for r in turn.tool_results],
-                              [r.__dict__ for r in results]))
+        out.append(
+            Divergence(
+                turn.index,
+                "tool_results",
+                [r.__dict__ for r in turn.tool_results],
+                [r.__dict__ for r in results],
+            )
+        )
     want_terminated = is_last and traj.stop_reason == StopReason.TERMINATED
     want_truncated = is_last and traj.stop_reason == StopReason.TRUNCATED
     if bool(terminated) != want_terminated:
@@ -164,7 +193,9 @@ def rescore(trajectory: Trajectory, rubric: _Rubric) -> RescoreResult:
     """Score ``trajectory`` again with ``rubric`` (e.g. the env's current default rubric)."""
     now = rubric.apply(trajectory)
     names = list(dict.fromkeys([*trajectory.reward_components, *now.reward_components]))
-    components = {n: (trajectory.reward_components.get(n), now.reward_components.get(n)) for n in names}
+    components = {
+        n: (trajectory.reward_components.get(n), now.reward_components.get(n)) for n in names
+    }
     changed = [n for n, (a, b) in components.items() if not _same_float(a, b)]
     if not _same_float(trajectory.reward, now.reward):
         changed.append("total")
@@ -208,4 +239,6 @@ def logprob_drift(trajectory: Trajectory, new_logprobs: Sequence[float]) -> Drif
     if not diff:
         return DriftResult(0, 0.0, 0.0)
     absdiff = [abs(d) for d in diff]
-    return DriftResult(len(diff), sum(absdiff) / len(diff), max(absdiff), sum(diff) / len(diff), diff)
+    return DriftResult(
+        len(diff), sum(absdiff) / len(diff), max(absdiff), sum(diff) / len(diff), diff
+    )

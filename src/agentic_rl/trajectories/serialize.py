@@ -156,9 +156,7 @@ def _messages_from_list(items: list[dict[str, Any]]) -> tuple[Message, ...]:
 def _observation_from_dict(d: dict[str, Any] | None) -> Observation | None:
     if d is None:
         return None
-    return Observation(
-        messages=_messages_from_list(d["messages"]), tools=tuple(d.get("tools", ()))
-    )
+    return Observation(messages=_messages_from_list(d["messages"]), tools=tuple(d.get("tools", ())))
 
 
 def _turn_from_dict(d: dict[str, Any]) -> Turn:

@@ -85,7 +85,9 @@ class TrajectoryStore:
         self.path = Path(path)
         self.read_only = read_only
         if self.path.exists() and not self.path.is_dir():
-            raise NotADirectoryError(f"trajectory store must be a folder of Parquet shards: {self.path}")
+            raise NotADirectoryError(
+                f"trajectory store must be a folder of Parquet shards: {self.path}"
+            )
         if read_only:
             if not self.path.is_dir():
                 raise FileNotFoundError(f"trajectory store not found: {self.path}")
@@ -168,7 +170,11 @@ class TrajectoryStore:
         shards = dict(sorted(shards.items()))
         tmp = self.path / f"._manifest.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"format": "agentic-rl trajectory store", "version": 1, "shards": shards}, f, indent=0)
+            json.dump(
+                {"format": "agentic-rl trajectory store", "version": 1, "shards": shards},
+                f,
+                indent=0,
+            )
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path / MANIFEST_NAME)
@@ -186,7 +192,11 @@ class TrajectoryStore:
                 changes[name] = None  # removal finished; only the unlisting was left
             elif "next" in entry and name in on_disk:
                 _verify(on_disk[name], entry)
-                now = entry["next"] if entry["next"] and _digest(on_disk[name]) == entry["next"]["sha256"] else entry
+                now = (
+                    entry["next"]
+                    if entry["next"] and _digest(on_disk[name]) == entry["next"]["sha256"]
+                    else entry
+                )
                 changes[name] = {k: v for k, v in now.items() if k != "next"}
         for name, shard in on_disk.items():
             if name not in manifest:
@@ -289,7 +299,8 @@ class TrajectoryStore:
                 raise CorruptStoreError(
                     f"trajectory shard {self.path / name} is missing: the store's {MANIFEST_NAME} lists it with "
                     f"{entry.get('rows')} trajectories (deleted or moved?); restore it, or remove its entry "
-                    f"from {self.path / MANIFEST_NAME} to read the rest")
+                    f"from {self.path / MANIFEST_NAME} to read the rest"
+                )
         for shard in shards:
             if shard.name in manifest:
                 _verify(shard, manifest[shard.name])
@@ -325,13 +336,20 @@ class TrajectoryStore:
 _EQUALITY = ("run_id", "phase", "tag", "step", "env_id", "trajectory_id", "group_id")
 
 
-def _expression(*, min_reward: float | None = None, max_reward: float | None = None,
-                stop_reason: StopReason | str | None = None, **equal: Any) -> pc.Expression | None:
+def _expression(
+    *,
+    min_reward: float | None = None,
+    max_reward: float | None = None,
+    stop_reason: StopReason | str | None = None,
+    **equal: Any,
+) -> pc.Expression | None:
     """The pyarrow filter expression of ``TrajectoryStore.read``'s filters (None: no filter)."""
     unknown = sorted(set(equal) - set(_EQUALITY))
     if unknown:
-        raise ValueError(f"unknown trajectory filter(s) {unknown}; known: {sorted(_EQUALITY)}, "
-                         "min_reward, max_reward, stop_reason")
+        raise ValueError(
+            f"unknown trajectory filter(s) {unknown}; known: {sorted(_EQUALITY)}, "
+            "min_reward, max_reward, stop_reason"
+        )
     terms = [pc.field(k) == v for k, v in equal.items() if v is not None]
     if min_reward is not None:
         terms.append(pc.field("reward") >= float(min_reward))
@@ -372,11 +390,15 @@ def _verify(shard: Path, entry: dict[str, Any]) -> None:
     versions = [entry] + ([entry["next"]] if isinstance(entry.get("next"), dict) else [])
     size = shard.stat().st_size
     if not any(v.get("bytes") == size for v in versions):
-        raise CorruptStoreError(f"corrupt trajectory shard {shard}: {size} bytes, the manifest says "
-                                f"{entry.get('bytes')} (truncated or overwritten?)")
+        raise CorruptStoreError(
+            f"corrupt trajectory shard {shard}: {size} bytes, the manifest says "
+            f"{entry.get('bytes')} (truncated or overwritten?)"
+        )
     if not any(v.get("sha256") == _digest(shard) for v in versions):
-        raise CorruptStoreError(f"corrupt trajectory shard {shard}: its SHA-256 differs from the manifest's "
-                                "(bytes changed on disk: a flipped bit or an overwrite)")
+        raise CorruptStoreError(
+            f"corrupt trajectory shard {shard}: its SHA-256 differs from the manifest's "
+            "(bytes changed on disk: a flipped bit or an overwrite)"
+        )
 
 
 def _footer(shard: Path) -> pq.FileMetaData:
@@ -388,7 +410,9 @@ def _footer(shard: Path) -> pq.FileMetaData:
     try:
         return pq.ParquetFile(shard).metadata
     except (pa.ArrowException, OSError) as exc:
-        raise CorruptStoreError(f"corrupt trajectory shard {shard}: not a readable Parquet file ({exc})") from None
+        raise CorruptStoreError(
+            f"corrupt trajectory shard {shard}: not a readable Parquet file ({exc})"
+        ) from None
 
 
 def _read_shard(shard: Path) -> pa.Table:
@@ -400,7 +424,9 @@ def _read_shard(shard: Path) -> pa.Table:
     try:
         return pq.read_table(shard, schema=SCHEMA)
     except (pa.ArrowException, OSError) as exc:
-        raise CorruptStoreError(f"corrupt trajectory shard {shard}: not a readable Parquet file ({exc})") from None
+        raise CorruptStoreError(
+            f"corrupt trajectory shard {shard}: not a readable Parquet file ({exc})"
+        ) from None
 
 
 class _locked:

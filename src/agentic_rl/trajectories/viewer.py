@@ -51,16 +51,22 @@ def _view_item(record: dict[str, Any]) -> dict[str, Any]:
     turns = []
     for t in record["turns"]:
         obs = t["observation"]
-        turns.append({
-            "index": t["index"],
-            "text": t["action"]["text"],
-            "tool_calls": [{"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)}
-                           for c in t["action"]["tool_calls"]],
-            "tool_call_errors": [{"message": e["message"]} for e in t["action"]["tool_call_errors"]],
-            "tool_results": t["tool_results"],
-            "observation": None if obs is None else obs["messages"],
-            "reward": t["reward"],
-        })
+        turns.append(
+            {
+                "index": t["index"],
+                "text": t["action"]["text"],
+                "tool_calls": [
+                    {"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)}
+                    for c in t["action"]["tool_calls"]
+                ],
+                "tool_call_errors": [
+                    {"message": e["message"]} for e in t["action"]["tool_call_errors"]
+                ],
+                "tool_results": t["tool_results"],
+                "observation": None if obs is None else obs["messages"],
+                "reward": t["reward"],
+            }
+        )
     return {
         "trajectory_id": record["trajectory_id"],
         "env_id": record["env_id"],
@@ -82,8 +88,12 @@ def _view_item(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_view(records: Iterable[dict[str, Any]], decode_token: Callable[[int], str] | None = None,
-               *, title: str = "trajectories") -> str:
+def build_view(
+    records: Iterable[dict[str, Any]],
+    decode_token: Callable[[int], str] | None = None,
+    *,
+    title: str = "trajectories",
+) -> str:
     """The viewer page for ``records`` (from ``TrajectoryStore.read``), as one HTML string.
 
     Args:
@@ -103,8 +113,13 @@ def build_view(records: Iterable[dict[str, Any]], decode_token: Callable[[int], 
     return PAGE.replace("__TITLE__", html.escape(title)).replace("__DATA__", data)
 
 
-def write_view(path: str | Path, records: Iterable[dict[str, Any]],
-               decode_token: Callable[[int], str] | None = None, *, title: str = "trajectories") -> Path:
+def write_view(
+    path: str | Path,
+    records: Iterable[dict[str, Any]],
+    decode_token: Callable[[int], str] | None = None,
+    *,
+    title: str = "trajectories",
+) -> Path:
     """Write :func:`build_view`'s page to ``path`` (parents created); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,5 +139,8 @@ def serve(path: str | Path, port: int, *, host: str = "127.0.0.1") -> None:
     path = Path(path)
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(path.parent))
     with http.server.ThreadingHTTPServer((host, port), handler) as server:
-        print(f"serving http://{host}:{server.server_address[1]}/{path.name} (Ctrl-C stops)", flush=True)
+        print(
+            f"serving http://{host}:{server.server_address[1]}/{path.name} (Ctrl-C stops)",
+            flush=True,
+        )
         server.serve_forever()

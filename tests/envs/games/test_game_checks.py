@@ -5,13 +5,26 @@ from __future__ import annotations
 import pytest
 
 from agentic_rl.envs.checker import EnvCheckError, check_env
-from agentic_rl.envs.games import FrozenLakeTextEnv
-from agentic_rl.envs.games import TEXTARENA_IDS
+from agentic_rl.envs.games import TEXTARENA_IDS, FrozenLakeTextEnv
 from agentic_rl.errors import EnvUnavailableError
 
-DETERMINISTIC = ["frozenlake-v0", "taxi-v0", "cliffwalking-v0", "gym-v0",
-                 *(TEXTARENA_IDS[g] for g in ("GuessTheNumber", "TowerOfHanoi", "Mastermind", "Minesweeper",
-                                              "Sudoku", "Countdown"))]
+DETERMINISTIC = [
+    "frozenlake-v0",
+    "taxi-v0",
+    "cliffwalking-v0",
+    "gym-v0",
+    *(
+        TEXTARENA_IDS[g]
+        for g in (
+            "GuessTheNumber",
+            "TowerOfHanoi",
+            "Mastermind",
+            "Minesweeper",
+            "Sudoku",
+            "Countdown",
+        )
+    ),
+]
 
 
 @pytest.mark.parametrize("env_id", DETERMINISTIC)
@@ -28,7 +41,9 @@ def test_slippery_frozenlake_passes_check_env_against_its_declared_success():
     report = check_env("frozenlake-slippery-v0", seeds=range(4), max_turns=40)
     assert "oracle" in report.passed and report.oracle_success < 1.0
     # seeds 0-3: 0.147, 0.321, 0.509, 0.509 (value-iteration policy, dynamic programming over 16 turns)
-    assert report.oracle_expected_success == pytest.approx((0.147 + 0.321 + 0.509 + 0.509) / 4, abs=1e-3)
+    assert report.oracle_expected_success == pytest.approx(
+        (0.147 + 0.321 + 0.509 + 0.509) / 4, abs=1e-3
+    )
 
 
 class OverclaimingLake(FrozenLakeTextEnv):
@@ -58,9 +73,13 @@ def test_games_without_offline_assets_are_a_clear_error(env_id, monkeypatch):
 def test_cli_check_env_on_games(capsys, monkeypatch):
     from agentic_rl.cli import main
 
-    assert main(["check-env", "taxi-v0", "--seeds", "2"]) == 0  # Taxi's oracle needs more than 10 turns
+    assert (
+        main(["check-env", "taxi-v0", "--seeds", "2"]) == 0
+    )  # Taxi's oracle needs more than 10 turns
     assert "taxi-v0: passed 10 checks" in capsys.readouterr().out
-    assert main(["check-env", "frozenlake-slippery-v0", "--seeds", "2"]) == 0  # chance outcomes, declared
+    assert (
+        main(["check-env", "frozenlake-slippery-v0", "--seeds", "2"]) == 0
+    )  # chance outcomes, declared
     assert "frozenlake-slippery-v0: passed 10 checks" in capsys.readouterr().out
     nltk = pytest.importorskip("nltk")
     monkeypatch.setattr(nltk.data, "path", [])
@@ -72,6 +91,10 @@ def test_train_env_overrides_give_games_their_budgets():
     from agentic_rl.cli import env_overrides
 
     sets = env_overrides("frozenlake-v0", [])
-    assert "warmup.env_kwargs={}" in sets and "rollout.max_turns=16" in sets  # the oracle needs <= 16 turns
+    assert (
+        "warmup.env_kwargs={}" in sets and "rollout.max_turns=16" in sets
+    )  # the oracle needs <= 16 turns
     assert "rollout.max_total_tokens=8192" in env_overrides("ta-sudoku-v0", [])
-    assert "rollout.max_turns=5" in env_overrides("taxi-v0", ["rollout.max_turns=5"])  # the user's value wins
+    assert "rollout.max_turns=5" in env_overrides(
+        "taxi-v0", ["rollout.max_turns=5"]
+    )  # the user's value wins

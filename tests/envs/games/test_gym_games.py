@@ -44,7 +44,9 @@ def test_frozenlake_maps_differ_across_seeds_but_not_within():
     assert env.reset(seed=3)[0] == env.reset(seed=3)[0]
 
 
-@pytest.mark.parametrize("env_id,seeds", [("frozenlake-v0", range(10)), ("taxi-v0", range(10)), ("cliffwalking-v0", [0])])
+@pytest.mark.parametrize(
+    "env_id,seeds", [("frozenlake-v0", range(10)), ("taxi-v0", range(10)), ("cliffwalking-v0", [0])]
+)
 def test_oracle_wins_deterministic_games(env_id, seeds):
     env = make(env_id)
     for seed in seeds:
@@ -72,7 +74,9 @@ def test_invalid_action_is_an_error_observation_not_a_crash(env_id):
     for reply in ["", "go north!", "<action>fly</action>", "<action>99</action>", "\x00\x1b[31m"]:
         obs, reward, terminated, truncated, info = env.step(Action(reply))
         assert reward == 0.0 and not terminated and not truncated
-        assert info["valid_action"] is False and info["turn_reward"] == 0.0 and info["action"] is None
+        assert (
+            info["valid_action"] is False and info["turn_reward"] == 0.0 and info["action"] is None
+        )
         assert info["process_reward"] == -1.0
         assert obs.messages[0].content.startswith("Invalid action")
         assert "<action>" in obs.messages[0].content  # the syntax is repeated
@@ -101,16 +105,32 @@ def test_hole_ends_the_game_lost():
 
 
 def _trajectory(infos: list[dict], rewards: list[float], tokens_per_turn: int = 2) -> Trajectory:
-    turns = tuple(Turn(i, Action(""), None, r, (), (0,) * tokens_per_turn, (1,) * tokens_per_turn,
-                       (0.0,) * tokens_per_turn, info) for i, (info, r) in enumerate(zip(infos, rewards)))
+    turns = tuple(
+        Turn(
+            i,
+            Action(""),
+            None,
+            r,
+            (),
+            (0,) * tokens_per_turn,
+            (1,) * tokens_per_turn,
+            (0.0,) * tokens_per_turn,
+            info,
+        )
+        for i, (info, r) in enumerate(zip(infos, rewards))
+    )
     n = tokens_per_turn * len(turns)
-    return Trajectory("taxi-v0", 0, "g", "t", (), turns, (0,) * n, (1,) * n, (0.0,) * n, StopReason.TERMINATED)
+    return Trajectory(
+        "taxi-v0", 0, "g", "t", (), turns, (0,) * n, (1,) * n, (0.0,) * n, StopReason.TERMINATED
+    )
 
 
 def test_rubric_components_by_hand():
-    infos = [{"turn_reward": -1.0, "valid_action": True, "won": False},
-             {"turn_reward": 0.0, "valid_action": False, "won": False},
-             {"turn_reward": 20.0, "valid_action": True, "won": True}]
+    infos = [
+        {"turn_reward": -1.0, "valid_action": True, "won": False},
+        {"turn_reward": 0.0, "valid_action": False, "won": False},
+        {"turn_reward": 20.0, "valid_action": True, "won": True},
+    ]
     total, parts = make("taxi-v0").rubric().score(_trajectory(infos, [-1.0, 0.0, 20.0]))
     assert parts["game_won"] == 1.0
     assert parts["valid_actions"] == pytest.approx(2 / 3)
@@ -123,7 +143,9 @@ def test_rubric_components_by_hand():
 def test_generic_adapter_plays_any_discrete_gym_env():
     env = GymTextEnv("Blackjack-v1", action_names=["stick", "hit"], max_steps=5)
     obs, _ = env.reset(seed=3)
-    assert "Observation: (" in obs.messages[1].content  # Blackjack has no text render: the tuple is shown
+    assert (
+        "Observation: (" in obs.messages[1].content
+    )  # Blackjack has no text render: the tuple is shown
     assert env.oracle_reply() is None  # no known model, no oracle
     _, _, terminated, _, info = env.step(Action("<action>stick</action>"))
     assert terminated and info["valid_action"]
@@ -153,7 +175,9 @@ def test_gym_v0_plays_gymnasium_ids_by_kwargs():
     assert text.startswith("Your hand totals ") and "The dealer shows" in text
     frozen = make("gym-v0", gym_id="FrozenLake-v1", gym_kwargs={"is_slippery": False})
     assert frozen.action_names == ("left", "down", "right", "up")
-    cartpole = make("gym-v0", gym_id="CartPole-v1")  # unknown to us: numbered actions, raw observation
+    cartpole = make(
+        "gym-v0", gym_id="CartPole-v1"
+    )  # unknown to us: numbered actions, raw observation
     assert cartpole.action_names == ("0", "1")
     obs, _ = cartpole.reset(seed=0)
     assert obs.messages[1].content.startswith("Observation: [")

@@ -21,8 +21,10 @@ def test_value_iteration_on_a_three_state_chain():
 
 def test_value_iteration_stochastic_transition():
     # one decision: action 0 wins 1 with p=0.3; action 1 wins 0.5 surely (both terminal)
-    model = {0: {0: [(0.3, 1, 1.0, True), (0.7, 1, 0.0, True)], 1: [(1.0, 1, 0.5, True)]},
-             1: {0: [(1.0, 1, 0.0, True)], 1: [(1.0, 1, 0.0, True)]}}
+    model = {
+        0: {0: [(0.3, 1, 1.0, True), (0.7, 1, 0.0, True)], 1: [(1.0, 1, 0.5, True)]},
+        1: {0: [(1.0, 1, 0.0, True)], 1: [(1.0, 1, 0.0, True)]},
+    }
     q = value_iteration(model, 2, 2)
     np.testing.assert_allclose(q[0], [0.3, 0.5])
     assert greedy_action(q, 0) == 1

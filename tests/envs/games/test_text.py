@@ -16,7 +16,10 @@ def test_parse_action_tag_name_and_index():
     assert parse_action("I go <action>right</action>", NAMES) == (2, "")
     assert parse_action("<action> UP </action>", NAMES) == (3, "")
     assert parse_action("<action>1</action>", NAMES) == (1, "")
-    assert parse_action("<action>down</action><action>up</action>", NAMES) == (1, "")  # the first tag counts
+    assert parse_action("<action>down</action><action>up</action>", NAMES) == (
+        1,
+        "",
+    )  # the first tag counts
     assert parse_action("  left \n", NAMES) == (0, "")  # a bare name is accepted
 
 

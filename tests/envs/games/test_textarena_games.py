@@ -17,7 +17,14 @@ from agentic_rl.types import Action
 
 pytest.importorskip("textarena")
 
-OFFLINE_GAMES = ["GuessTheNumber", "TowerOfHanoi", "Mastermind", "Minesweeper", "Sudoku", "Countdown"]
+OFFLINE_GAMES = [
+    "GuessTheNumber",
+    "TowerOfHanoi",
+    "Mastermind",
+    "Minesweeper",
+    "Sudoku",
+    "Countdown",
+]
 OFFLINE_IDS = [TEXTARENA_IDS[g] for g in OFFLINE_GAMES]
 
 
@@ -37,7 +44,11 @@ def test_oracle_wins(env_id):
     for seed in range(3):
         _, steps = _play(env, seed)
         *_, (obs, reward, terminated, truncated, info) = steps
-        assert terminated and info["won"] and reward == 1.0 and info["turn_reward"] == 1.0, (env_id, seed, obs)
+        assert terminated and info["won"] and reward == 1.0 and info["turn_reward"] == 1.0, (
+            env_id,
+            seed,
+            obs,
+        )
         assert all(s[4]["valid_action"] for s in steps)
         assert all(s[1] == 0.0 for s in steps[:-1])  # TextArena scores only the end
         assert "The game is over" in obs.messages[0].content
@@ -86,7 +97,12 @@ def test_invalid_moves_never_crash(env_id):
     env = make(env_id)
     env.reset(seed=2)
     obs, reward, terminated, truncated, info = env.step(Action("I am not sure what to do."))
-    assert info["valid_action"] is False and not terminated and reward == 0.0 and info["process_reward"] == -1.0
+    assert (
+        info["valid_action"] is False
+        and not terminated
+        and reward == 0.0
+        and info["process_reward"] == -1.0
+    )
     assert "invalid move" in obs.messages[0].content.lower()
     # a second invalid move in a row ends the game (TextArena's rule), with a score in [0, 1)
     obs, reward, terminated, truncated, info = env.step(Action("[[[ ]]] \x00 [-1 x]"))
@@ -146,10 +162,17 @@ _OFFLINE_PROBE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("env_id,resource", [("ta-wordle-v0", "averaged_perceptron_tagger_eng"), ("ta-hangman-v0", "words")])
+@pytest.mark.parametrize(
+    "env_id,resource",
+    [("ta-wordle-v0", "averaged_perceptron_tagger_eng"), ("ta-hangman-v0", "words")],
+)
 def test_missing_corpus_fails_at_make_time_without_network(env_id, resource, tmp_path):
-    out = subprocess.run([sys.executable, "-c", _OFFLINE_PROBE, env_id, str(tmp_path)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _OFFLINE_PROBE, env_id, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines[-1] == "ATTEMPTS 0"  # no socket connection, no download attempted

@@ -25,8 +25,16 @@ You are in a kitchen.
 
 
 def test_clean_feedback_drops_banner_prompt_and_restart_line():
-    assert clean_feedback(BANNER) == "Welcome to TextWorld! Find the key.\n\n-= Kitchen =-\nYou are in a kitchen."
-    assert clean_feedback("You win.\n\n\n\nWould you like to RESTART, RESTORE a saved game, QUIT or UNDO") == "You win."
+    assert (
+        clean_feedback(BANNER)
+        == "Welcome to TextWorld! Find the key.\n\n-= Kitchen =-\nYou are in a kitchen."
+    )
+    assert (
+        clean_feedback(
+            "You win.\n\n\n\nWould you like to RESTART, RESTORE a saved game, QUIT or UNDO"
+        )
+        == "You win."
+    )
 
 
 def test_missing_package_is_a_clear_error(monkeypatch):
@@ -50,7 +58,9 @@ def games_dir(tmp_path_factory):
 def test_textworld_passes_check_env(games_dir):
     from agentic_rl.envs.checker import check_env
 
-    report = check_env("textworld-v0", seeds=range(2), env_kwargs={"games_dir": str(games_dir)}, max_turns=30)
+    report = check_env(
+        "textworld-v0", seeds=range(2), env_kwargs={"games_dir": str(games_dir)}, max_turns=30
+    )
     assert "oracle" in report.passed and report.oracle_success == 1.0
     assert len(list(games_dir.glob("*.z8"))) == 2  # one generated game per seed, cached
 
@@ -73,7 +83,12 @@ def test_invalid_command_never_reaches_the_game(games_dir):
     env = TextWorldEnv(games_dir=str(games_dir), max_steps=2)
     first, _ = env.reset(seed=1)
     obs, reward, terminated, truncated, info = env.step(Action("<action>fly to the moon</action>"))
-    assert not info["valid_action"] and info["process_reward"] == -1.0 and reward == 0.0 and not terminated
+    assert (
+        not info["valid_action"]
+        and info["process_reward"] == -1.0
+        and reward == 0.0
+        and not terminated
+    )
     text = obs.messages[0].content
     assert text.startswith("Invalid action") and "Admissible commands:" in text
     _, _, terminated, truncated, _ = env.step(Action("xyzzy"))

@@ -35,7 +35,12 @@ import functools
 from collections.abc import Callable
 
 from agentic_rl.envs.games.gym_adapter import GymTextEnv
-from agentic_rl.envs.games.gym_games import CliffWalkingTextEnv, FrozenLakeTextEnv, TaxiTextEnv, gym_text_env
+from agentic_rl.envs.games.gym_games import (
+    CliffWalkingTextEnv,
+    FrozenLakeTextEnv,
+    TaxiTextEnv,
+    gym_text_env,
+)
 from agentic_rl.envs.games.rubric import TURN_REWARD, game_rubric
 from agentic_rl.envs.games.textarena_adapter import TextArenaEnv
 from agentic_rl.envs.games.textarena_games import GAMES
@@ -56,14 +61,25 @@ TEXTARENA_IDS = {
 
 def register_game_envs(register: Callable[..., None]) -> None:
     """Register the game envs with ``register(env_id, factory, description, **kwargs)``."""
-    register("frozenlake-v0", FrozenLakeTextEnv, "FrozenLake (not slippery): walk from S to G on a random 4x4 map")
-    register("frozenlake-slippery-v0", FrozenLakeTextEnv, "FrozenLake on slippery ice (random 4x4 map)",
-             is_slippery=True)
+    register(
+        "frozenlake-v0",
+        FrozenLakeTextEnv,
+        "FrozenLake (not slippery): walk from S to G on a random 4x4 map",
+    )
+    register(
+        "frozenlake-slippery-v0",
+        FrozenLakeTextEnv,
+        "FrozenLake on slippery ice (random 4x4 map)",
+        is_slippery=True,
+    )
     register("taxi-v0", TaxiTextEnv, TaxiTextEnv.description)
     register("cliffwalking-v0", CliffWalkingTextEnv, CliffWalkingTextEnv.description)
     register("textworld-v0", TextWorldEnv, TextWorldEnv.description + " (extra 'textworld')")
-    register("gym-v0", gym_text_env, "Any Gymnasium env with discrete actions, by env.kwargs.gym_id "
-             "(default CliffWalking-v1)")
+    register(
+        "gym-v0",
+        gym_text_env,
+        "Any Gymnasium env with discrete actions, by env.kwargs.gym_id (default CliffWalking-v1)",
+    )
     for game, env_id in TEXTARENA_IDS.items():
         needs = " (needs NLTK corpora installed locally)" if GAMES[game].nltk_resources else ""
         factory = functools.partial(TextArenaEnv, game)
@@ -71,5 +87,16 @@ def register_game_envs(register: Callable[..., None]) -> None:
         register(env_id, factory, f"TextArena {game} (single player){needs}")
 
 
-__all__ = ["GymTextEnv", "FrozenLakeTextEnv", "TaxiTextEnv", "CliffWalkingTextEnv", "TextArenaEnv", "TextWorldEnv", "TURN_REWARD",
-           "TEXTARENA_IDS", "game_rubric", "gym_text_env", "register_game_envs"]
+__all__ = [
+    "GymTextEnv",
+    "FrozenLakeTextEnv",
+    "TaxiTextEnv",
+    "CliffWalkingTextEnv",
+    "TextArenaEnv",
+    "TextWorldEnv",
+    "TURN_REWARD",
+    "TEXTARENA_IDS",
+    "game_rubric",
+    "gym_text_env",
+    "register_game_envs",
+]

@@ -70,9 +70,17 @@ class GymTextEnv(Env):
 
     description = "A Gymnasium env with a discrete action space as a text game"
 
-    def __init__(self, gym_id: str, gym_kwargs: dict[str, Any] | None = None, action_names: Sequence[str] | None = None,
-                 title: str = "", goal: str = "", describe: Describe | None = None, success: Success | None = None,
-                 max_steps: int = 20):
+    def __init__(
+        self,
+        gym_id: str,
+        gym_kwargs: dict[str, Any] | None = None,
+        action_names: Sequence[str] | None = None,
+        title: str = "",
+        goal: str = "",
+        describe: Describe | None = None,
+        success: Success | None = None,
+        max_steps: int = 20,
+    ):
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         self.gym_id = gym_id
@@ -84,9 +92,13 @@ class GymTextEnv(Env):
         self.max_steps = max_steps
         self._gym = self._make_gym(self.gym_kwargs)
         n = self._num_actions(self._gym)
-        self.action_names = tuple(action_names) if action_names is not None else tuple(str(i) for i in range(n))
+        self.action_names = (
+            tuple(action_names) if action_names is not None else tuple(str(i) for i in range(n))
+        )
         if len(self.action_names) != n:
-            raise ValueError(f"{gym_id} has {n} actions but {len(self.action_names)} action names were given")
+            raise ValueError(
+                f"{gym_id} has {n} actions but {len(self.action_names)} action names were given"
+            )
         self._q: np.ndarray | None = None
         self._obs: Any = None
         self._started = False
@@ -107,7 +119,9 @@ class GymTextEnv(Env):
         creator = load_env_creator(entry) if isinstance(entry, str) else entry
         modes = getattr(creator, "metadata", {}).get("render_modes", [])
         render_mode = "ansi" if "ansi" in modes else None  # e.g. Blackjack has no text render
-        return gymnasium.make(self.gym_id, render_mode=render_mode, disable_env_checker=True, **kwargs)
+        return gymnasium.make(
+            self.gym_id, render_mode=render_mode, disable_env_checker=True, **kwargs
+        )
 
     @staticmethod
     def _num_actions(gym_env: Any) -> int:
@@ -129,10 +143,14 @@ class GymTextEnv(Env):
     def system_prompt(self) -> str:
         """The instructions shown on reset."""
         goal = f" {self.goal}" if self.goal else ""
-        return (f"You are playing {self.title}.{goal}\n{action_help(self.action_names)}\n"
-                f"You have at most {self.max_steps} turns.")
+        return (
+            f"You are playing {self.title}.{goal}\n{action_help(self.action_names)}\n"
+            f"You have at most {self.max_steps} turns."
+        )
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """Start the episode of ``seed`` (a random seed if None): same seed, same start."""
         if seed is None:
             seed = random.SystemRandom().randrange(2**31)
@@ -178,9 +196,14 @@ class GymTextEnv(Env):
         elif truncated:
             text += "\nThe turn limit is reached."
         self._done = terminated or truncated
-        info = {TURN_REWARD: reward, "valid_action": index is not None, "won": won,
-                PROCESS_REWARD: 0.0 if index is not None else -1.0,
-                "game_return": self._return, "action": self.action_names[index] if index is not None else None}
+        info = {
+            TURN_REWARD: reward,
+            "valid_action": index is not None,
+            "won": won,
+            PROCESS_REWARD: 0.0 if index is not None else -1.0,
+            "game_return": self._return,
+            "action": self.action_names[index] if index is not None else None,
+        }
         return Observation(messages=(Message("user", text),)), reward, terminated, truncated, info
 
     def oracle_action(self) -> int | None:

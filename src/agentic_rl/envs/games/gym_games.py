@@ -46,14 +46,20 @@ from agentic_rl.envs.games.text import strip_ansi
 FROZENLAKE_ACTIONS = ("left", "down", "right", "up")
 TAXI_ACTIONS = ("south", "north", "east", "west", "pickup", "dropoff")
 CLIFF_ACTIONS = ("up", "right", "down", "left")
-FROZENLAKE_GOAL = ("Walk from the start S to the goal G without stepping into a hole H. The map shows S start, "
-                   "F frozen ice, H hole, G goal and P you; row 0 is the top, column 0 the left.")
-TAXI_GOAL = ("Drive the taxi to the passenger, pick them up, drive to the destination and drop them off. Each move "
-             "costs 1 point; a wrong pickup or drop-off costs 10; the drop-off at the destination earns 20 and wins. "
-             "On the map R, G, Y, B are the stops and | is a wall; row 0 is the top, column 0 the left.")
-CLIFF_GOAL = ("Walk from the bottom-left start to the goal T at the bottom right. Each move costs 1 point; stepping "
-              "into the cliff C costs 100 and sends you back to the start. The grid shows x you, C cliff, T goal, "
-              "o free; row 0 is the top, column 0 the left.")
+FROZENLAKE_GOAL = (
+    "Walk from the start S to the goal G without stepping into a hole H. The map shows S start, "
+    "F frozen ice, H hole, G goal and P you; row 0 is the top, column 0 the left."
+)
+TAXI_GOAL = (
+    "Drive the taxi to the passenger, pick them up, drive to the destination and drop them off. Each move "
+    "costs 1 point; a wrong pickup or drop-off costs 10; the drop-off at the destination earns 20 and wins. "
+    "On the map R, G, Y, B are the stops and | is a wall; row 0 is the top, column 0 the left."
+)
+CLIFF_GOAL = (
+    "Walk from the bottom-left start to the goal T at the bottom right. Each move costs 1 point; stepping "
+    "into the cliff C costs 100 and sends you back to the start. The grid shows x you, C cliff, T goal, "
+    "o free; row 0 is the top, column 0 the left."
+)
 
 
 def describe_frozenlake(env: Any, obs: Any) -> str:
@@ -84,17 +90,36 @@ class FrozenLakeTextEnv(GymTextEnv):
 
     description = "FrozenLake: walk from S to G on a random map without falling into a hole"
     #: rollout budgets of ``agentic-rl train --env`` (an oracle episode of 6 turns is ~450 tokens)
-    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 16, "rollout.max_new_tokens": 24,
-                                        "rollout.max_total_tokens": 2048}
+    recipe_overrides: dict[str, Any] = {
+        "rollout.max_turns": 16,
+        "rollout.max_new_tokens": 24,
+        "rollout.max_total_tokens": 2048,
+    }
 
-    def __init__(self, is_slippery: bool = False, size: int = 4, map_name: str | None = None, max_steps: int = 16):
+    def __init__(
+        self,
+        is_slippery: bool = False,
+        size: int = 4,
+        map_name: str | None = None,
+        max_steps: int = 16,
+    ):
         if size < 2:
             raise ValueError(f"size must be >= 2, got {size}")
         self.is_slippery, self.size, self.map_name = bool(is_slippery), int(size), map_name
-        goal = FROZENLAKE_GOAL + (" The ice is slippery: you may slide to a side instead of moving as chosen."
-                                  if is_slippery else "")
-        super().__init__("FrozenLake-v1", self._gym_kwargs_for(0), FROZENLAKE_ACTIONS, "FrozenLake", goal,
-                         describe_frozenlake, max_steps=max_steps)
+        goal = FROZENLAKE_GOAL + (
+            " The ice is slippery: you may slide to a side instead of moving as chosen."
+            if is_slippery
+            else ""
+        )
+        super().__init__(
+            "FrozenLake-v1",
+            self._gym_kwargs_for(0),
+            FROZENLAKE_ACTIONS,
+            "FrozenLake",
+            goal,
+            describe_frozenlake,
+            max_steps=max_steps,
+        )
 
     @property
     def oracle_expected_success(self) -> float:
@@ -114,8 +139,13 @@ class FrozenLakeTextEnv(GymTextEnv):
         policy = [greedy_action(self._q, s) for s in range(len(model))]
         value = [0.0] * len(model)
         for _ in range(self.max_steps - self._turn):
-            value = [sum(p * (float(r > 0) if done else value[int(nxt)])
-                         for p, nxt, r, done in model[s][policy[s]]) for s in range(len(model))]
+            value = [
+                sum(
+                    p * (float(r > 0) if done else value[int(nxt)])
+                    for p, nxt, r, done in model[s][policy[s]]
+                )
+                for s in range(len(model))
+            ]
         return float(value[int(self._obs)])
 
     def _gym_kwargs_for(self, seed: int) -> dict[str, Any]:
@@ -123,7 +153,10 @@ class FrozenLakeTextEnv(GymTextEnv):
             return {"map_name": self.map_name, "is_slippery": self.is_slippery}
         from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
-        return {"desc": generate_random_map(size=self.size, p=0.8, seed=seed), "is_slippery": self.is_slippery}
+        return {
+            "desc": generate_random_map(size=self.size, p=0.8, seed=seed),
+            "is_slippery": self.is_slippery,
+        }
 
 
 def describe_taxi(env: Any, obs: Any) -> str:
@@ -131,14 +164,23 @@ def describe_taxi(env: Any, obs: Any) -> str:
     taxi_row, taxi_col, passenger, destination = env.decode(int(obs))
     names = "RGYB"
     grid = strip_ansi(env.render()).strip("\n").splitlines()
-    grid = [line for line in grid if not line.strip().startswith("(")]  # drop Gymnasium's "(North)" line
+    grid = [
+        line for line in grid if not line.strip().startswith("(")
+    ]  # drop Gymnasium's "(North)" line
     dest_row, dest_col = env.locs[destination]
     # Taxi never starts with the passenger at the destination: equal indices mean delivered
-    where = ("The passenger is in the taxi." if passenger == 4 else
-             "The passenger has been delivered." if passenger == destination else
-             f"The passenger waits at {names[passenger]} (row {env.locs[passenger][0]}, column {env.locs[passenger][1]}).")
-    return ("\n".join(grid) + f"\nThe taxi is at row {taxi_row}, column {taxi_col}. {where} "
-            + f"The destination is {names[destination]} (row {dest_row}, column {dest_col}).")
+    where = (
+        "The passenger is in the taxi."
+        if passenger == 4
+        else "The passenger has been delivered."
+        if passenger == destination
+        else f"The passenger waits at {names[passenger]} (row {env.locs[passenger][0]}, column {env.locs[passenger][1]})."
+    )
+    return (
+        "\n".join(grid)
+        + f"\nThe taxi is at row {taxi_row}, column {taxi_col}. {where} "
+        + f"The destination is {names[destination]} (row {dest_row}, column {dest_col})."
+    )
 
 
 class TaxiTextEnv(GymTextEnv):
@@ -150,11 +192,16 @@ class TaxiTextEnv(GymTextEnv):
 
     description = "Taxi: pick up the passenger and drop them at the destination"
     #: rollout budgets of ``agentic-rl train --env`` (~110 tokens a turn)
-    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 40, "rollout.max_new_tokens": 24,
-                                        "rollout.max_total_tokens": 6144}
+    recipe_overrides: dict[str, Any] = {
+        "rollout.max_turns": 40,
+        "rollout.max_new_tokens": 24,
+        "rollout.max_total_tokens": 6144,
+    }
 
     def __init__(self, max_steps: int = 40):
-        super().__init__("Taxi-v4", {}, TAXI_ACTIONS, "Taxi", TAXI_GOAL, describe_taxi, max_steps=max_steps)
+        super().__init__(
+            "Taxi-v4", {}, TAXI_ACTIONS, "Taxi", TAXI_GOAL, describe_taxi, max_steps=max_steps
+        )
 
 
 def describe_cliffwalking(env: Any, obs: Any) -> str:
@@ -177,12 +224,23 @@ class CliffWalkingTextEnv(GymTextEnv):
 
     description = "CliffWalking: reach the goal along a cliff edge without falling"
     #: rollout budgets of ``agentic-rl train --env`` (~150 tokens a turn)
-    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 40, "rollout.max_new_tokens": 24,
-                                        "rollout.max_total_tokens": 8192}
+    recipe_overrides: dict[str, Any] = {
+        "rollout.max_turns": 40,
+        "rollout.max_new_tokens": 24,
+        "rollout.max_total_tokens": 8192,
+    }
 
     def __init__(self, max_steps: int = 40):
-        super().__init__("CliffWalking-v1", {}, CLIFF_ACTIONS, "CliffWalking", CLIFF_GOAL, describe_cliffwalking,
-                         _cliff_success, max_steps=max_steps)
+        super().__init__(
+            "CliffWalking-v1",
+            {},
+            CLIFF_ACTIONS,
+            "CliffWalking",
+            CLIFF_GOAL,
+            describe_cliffwalking,
+            _cliff_success,
+            max_steps=max_steps,
+        )
 
 
 def describe_blackjack(env: Any, obs: Any) -> str:
@@ -197,15 +255,30 @@ def describe_blackjack(env: Any, obs: Any) -> str:
 KNOWN_GAMES: dict[str, tuple[tuple[str, ...], str, str, Any, Any]] = {
     "FrozenLake-v1": (FROZENLAKE_ACTIONS, "FrozenLake", FROZENLAKE_GOAL, describe_frozenlake, None),
     "Taxi-v4": (TAXI_ACTIONS, "Taxi", TAXI_GOAL, describe_taxi, None),
-    "CliffWalking-v1": (CLIFF_ACTIONS, "CliffWalking", CLIFF_GOAL, describe_cliffwalking, _cliff_success),
-    "Blackjack-v1": (("stick", "hit"), "Blackjack",
-                     "Get a hand closer to 21 than the dealer without going over: hit takes a card, stick ends "
-                     "your turn. Win +1, lose -1, draw 0.", describe_blackjack, None),
+    "CliffWalking-v1": (
+        CLIFF_ACTIONS,
+        "CliffWalking",
+        CLIFF_GOAL,
+        describe_cliffwalking,
+        _cliff_success,
+    ),
+    "Blackjack-v1": (
+        ("stick", "hit"),
+        "Blackjack",
+        "Get a hand closer to 21 than the dealer without going over: hit takes a card, stick ends "
+        "your turn. Win +1, lose -1, draw 0.",
+        describe_blackjack,
+        None,
+    ),
 }
 
 
-def gym_text_env(gym_id: str = "CliffWalking-v1", gym_kwargs: dict[str, Any] | None = None,
-                 action_names: list[str] | tuple[str, ...] | None = None, max_steps: int = 40) -> GymTextEnv:
+def gym_text_env(
+    gym_id: str = "CliffWalking-v1",
+    gym_kwargs: dict[str, Any] | None = None,
+    action_names: list[str] | tuple[str, ...] | None = None,
+    max_steps: int = 40,
+) -> GymTextEnv:
     """``gym-v0``: any Gymnasium id with a discrete action space, by id (``env.kwargs.gym_id``).
 
     Games in :data:`KNOWN_GAMES` get their action names, instructions and state text; others
@@ -215,8 +288,16 @@ def gym_text_env(gym_id: str = "CliffWalking-v1", gym_kwargs: dict[str, Any] | N
         ValueError: an unknown Gymnasium id, or see :class:`GymTextEnv`.
     """
     names, title, goal, describe, success = KNOWN_GAMES.get(gym_id, (None, gym_id, "", None, None))
-    return GymTextEnv(gym_id, gym_kwargs, action_names if action_names is not None else names, title, goal,
-                      describe, success, max_steps=max_steps)
+    return GymTextEnv(
+        gym_id,
+        gym_kwargs,
+        action_names if action_names is not None else names,
+        title,
+        goal,
+        describe,
+        success,
+        max_steps=max_steps,
+    )
 
 
 gym_text_env.recipe_overrides = dict(CliffWalkingTextEnv.recipe_overrides)  # type: ignore[attr-defined]

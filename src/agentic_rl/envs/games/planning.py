@@ -21,8 +21,15 @@ import numpy as np
 TabularModel = Mapping[int, Mapping[int, Sequence[tuple[float, int, float, bool]]]]
 
 
-def value_iteration(model: TabularModel, num_states: int, num_actions: int, *, gamma: float = 0.99,
-                    tol: float = 1e-9, max_iterations: int = 10_000) -> np.ndarray:
+def value_iteration(
+    model: TabularModel,
+    num_states: int,
+    num_actions: int,
+    *,
+    gamma: float = 0.99,
+    tol: float = 1e-9,
+    max_iterations: int = 10_000,
+) -> np.ndarray:
     """Optimal action values of a finite MDP by value iteration.
 
     Args:
@@ -48,7 +55,9 @@ def value_iteration(model: TabularModel, num_states: int, num_actions: int, *, g
             for prob, nxt, r, done in model[s][a]:
                 nxt = int(nxt)
                 if not 0 <= nxt < num_states:
-                    raise ValueError(f"transition from state {s} to {nxt} outside [0, {num_states})")
+                    raise ValueError(
+                        f"transition from state {s} to {nxt} outside [0, {num_states})"
+                    )
                 reward[s, a] += prob * r
                 if not done:
                     cont[s, a, nxt] += prob * gamma

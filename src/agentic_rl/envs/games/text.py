@@ -65,5 +65,7 @@ def last_bracketed(text: str) -> str | None:
 
 def action_help(names: Sequence[str]) -> str:
     """One sentence telling the policy the action syntax."""
-    return (f"Reply with exactly one action as <action>NAME</action>, where NAME is one of: "
-            f"{', '.join(names)} (for example <action>{names[0]}</action>).")
+    return (
+        f"Reply with exactly one action as <action>NAME</action>, where NAME is one of: "
+        f"{', '.join(names)} (for example <action>{names[0]}</action>)."
+    )

@@ -57,7 +57,8 @@ def _require_textarena() -> None:
     except ImportError as exc:
         raise EnvUnavailableError(
             f"TextArena games need the 'textarena' package ({exc}); install it with "
-            "pip install 'agentic-rl[games]'") from None
+            "pip install 'agentic-rl[games]'"
+        ) from None
 
 
 def check_nltk_resources(game: str, resources: tuple[str, ...]) -> None:
@@ -80,7 +81,8 @@ def check_nltk_resources(game: str, resources: tuple[str, ...]) -> None:
         raise EnvUnavailableError(
             f"{game} needs NLTK data that is not installed here ({', '.join(missing)}) and is not downloaded "
             f"at run time; on a machine with network run: python -m nltk.downloader {' '.join(missing)} "
-            f"(then copy the nltk_data folder here or point NLTK_DATA at it)")
+            f"(then copy the nltk_data folder here or point NLTK_DATA at it)"
+        )
 
 
 @contextlib.contextmanager
@@ -156,11 +158,15 @@ class TextArenaEnv(Env):
 
     def system_prompt(self) -> str:
         """The instructions shown on reset."""
-        return (f"You are playing {self.spec.title}. The rules follow. Each turn, reply with one move in square "
-                f"brackets, for example {self.spec.example}; the last [...] in your reply is your move.\n"
-                f"You have at most {self.max_steps} turns.")
+        return (
+            f"You are playing {self.spec.title}. The rules follow. Each turn, reply with one move in square "
+            f"brackets, for example {self.spec.example}; the last [...] in your reply is your move.\n"
+            f"You have at most {self.max_steps} turns."
+        )
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """Start the game of ``seed`` (a random seed if None): same seed, same game."""
         if seed is None:
             seed = random.SystemRandom().randrange(2**31)
@@ -186,8 +192,11 @@ class TextArenaEnv(Env):
         _, messages = self._env.get_observation()
         # keep the game's messages; drop the echo of the reply (and Countdown 0.7.4's malformed
         # echo, whose fields are shifted: its "text" is the player id)
-        return "\n".join(text for _, text, kind in messages
-                         if isinstance(text, str) and hasattr(kind, "name") and kind.name != _PLAYER_ACTION).strip()
+        return "\n".join(
+            text
+            for _, text, kind in messages
+            if isinstance(text, str) and hasattr(kind, "name") and kind.name != _PLAYER_ACTION
+        ).strip()
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Pass the reply's last bracketed move to the game (module docstring)."""
@@ -207,7 +216,9 @@ class TextArenaEnv(Env):
             info["game_error"] = f"{type(exc).__name__}: {exc}"
         text = self._observation_text()
         if "game_error" in info:
-            text = (text + "\n" if text else "") + f"Invalid move: the game could not apply {move[:60]!r}."
+            text = (
+                text + "\n" if text else ""
+            ) + f"Invalid move: the game could not apply {move[:60]!r}."
         reward, won = 0.0, False
         if done:
             state = self._env.state
@@ -218,10 +229,23 @@ class TextArenaEnv(Env):
         if truncated:
             text += "\nThe turn limit is reached."
         self._done = bool(done) or truncated
-        info.update({TURN_REWARD: reward, "valid_action": not invalid, "won": won, "game_return": reward,
-                     PROCESS_REWARD: -1.0 if invalid else 0.0,
-                     "move": move if len(move) <= 60 else move[:57] + "..."})
-        return Observation(messages=(Message("user", text.strip()),)), reward, bool(done), truncated, info
+        info.update(
+            {
+                TURN_REWARD: reward,
+                "valid_action": not invalid,
+                "won": won,
+                "game_return": reward,
+                PROCESS_REWARD: -1.0 if invalid else 0.0,
+                "move": move if len(move) <= 60 else move[:57] + "...",
+            }
+        )
+        return (
+            Observation(messages=(Message("user", text.strip()),)),
+            reward,
+            bool(done),
+            truncated,
+            info,
+        )
 
     def oracle_reply(self) -> str | None:
         """The game's reference move (see :mod:`agentic_rl.envs.games.textarena_games`), or None."""

@@ -59,8 +59,11 @@ class TextArenaGame:
     @property
     def recipe_overrides(self) -> dict[str, Any]:
         """Rollout budgets of ``agentic-rl train --env`` for this game."""
-        return {"rollout.max_turns": self.max_steps, "rollout.max_new_tokens": 32,
-                "rollout.max_total_tokens": self.token_budget}
+        return {
+            "rollout.max_turns": self.max_steps,
+            "rollout.max_new_tokens": 32,
+            "rollout.max_total_tokens": self.token_budget,
+        }
 
 
 def guess_oracle(env: Any, data: dict[str, Any]) -> str | None:
@@ -103,8 +106,11 @@ def mastermind_oracle(env: Any, data: dict[str, Any]) -> str | None:
     """The first code (lexicographic) consistent with all feedback so far."""
     gs = env.state.game_state
     digits = range(1, gs["num_numbers"] + 1)
-    codes = (itertools.product(digits, repeat=gs["code_length"]) if gs["duplicate_numbers"]
-             else itertools.permutations(digits, gs["code_length"]))
+    codes = (
+        itertools.product(digits, repeat=gs["code_length"])
+        if gs["duplicate_numbers"]
+        else itertools.permutations(digits, gs["code_length"])
+    )
     history = [(tuple(h["guess"]), (h["black"], h["white"])) for h in gs["history"]]
     for code in codes:
         if all(mastermind_feedback(code, g) == fb for g, fb in history):
@@ -133,7 +139,11 @@ def sudoku_oracle(env: Any, data: dict[str, Any]) -> str | None:
     return None
 
 
-_OPS: dict[str, Callable[[int, int], int]] = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+_OPS: dict[str, Callable[[int, int], int]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+}
 
 
 def countdown_generator(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -178,23 +188,72 @@ def countdown_oracle(env: Any, data: dict[str, Any]) -> str | None:
 
 
 GAMES: dict[str, TextArenaGame] = {
-    "GuessTheNumber": TextArenaGame("Guess The Number", "textarena.envs.GuessTheNumber.env:GuessTheNumberEnv",
-                                    {"min_number": 1, "max_number": 20, "max_turns": 10}, 12, "[10]", guess_oracle,
-                                    token_budget=2048),
-    "TowerOfHanoi": TextArenaGame("Tower of Hanoi", "textarena.envs.TowerOfHanoi.env:TowerOfHanoiEnv",
-                                  {"num_disks": 3, "max_turns": 14}, 16, "[A C]", hanoi_oracle, token_budget=2048),
-    "Mastermind": TextArenaGame("Mastermind", "textarena.envs.Mastermind.env:MastermindEnv",
-                                {"code_length": 4, "num_numbers": 6, "max_turns": 20, "duplicate_numbers": False},
-                                22, "[1 2 3 4]", mastermind_oracle),
-    "Minesweeper": TextArenaGame("Minesweeper", "textarena.envs.Minesweeper.env:MinesweeperEnv",
-                                 {"rows": 5, "cols": 5, "num_mines": 5, "max_turns": 30}, 32, "[2 2]", minesweeper_oracle),
-    "Sudoku": TextArenaGame("Sudoku", "textarena.envs.Sudoku.env:SudokuEnv",
-                            {"clues": 75, "max_turns": 30}, 32, "[1 3 5]", sudoku_oracle, token_budget=8192),
-    "Countdown": TextArenaGame("Countdown", "textarena.envs.Countdown.env:CountdownEnv",
-                               {"max_turns": 12}, 14, "[0 2 *]", countdown_oracle, countdown_generator),
-    "Wordle": TextArenaGame("Wordle", "textarena.envs.Wordle.env:WordleEnv",
-                            {"hardcore": False, "word_length": 5, "num_guesses": 6}, 8, "[crane]",
-                            nltk_resources=("corpora/words", "taggers/averaged_perceptron_tagger_eng")),
-    "Hangman": TextArenaGame("Hangman", "textarena.envs.Hangman.env:HangmanEnv", {"hardcore": False}, 30, "[e]",
-                             nltk_resources=("corpora/words",)),
+    "GuessTheNumber": TextArenaGame(
+        "Guess The Number",
+        "textarena.envs.GuessTheNumber.env:GuessTheNumberEnv",
+        {"min_number": 1, "max_number": 20, "max_turns": 10},
+        12,
+        "[10]",
+        guess_oracle,
+        token_budget=2048,
+    ),
+    "TowerOfHanoi": TextArenaGame(
+        "Tower of Hanoi",
+        "textarena.envs.TowerOfHanoi.env:TowerOfHanoiEnv",
+        {"num_disks": 3, "max_turns": 14},
+        16,
+        "[A C]",
+        hanoi_oracle,
+        token_budget=2048,
+    ),
+    "Mastermind": TextArenaGame(
+        "Mastermind",
+        "textarena.envs.Mastermind.env:MastermindEnv",
+        {"code_length": 4, "num_numbers": 6, "max_turns": 20, "duplicate_numbers": False},
+        22,
+        "[1 2 3 4]",
+        mastermind_oracle,
+    ),
+    "Minesweeper": TextArenaGame(
+        "Minesweeper",
+        "textarena.envs.Minesweeper.env:MinesweeperEnv",
+        {"rows": 5, "cols": 5, "num_mines": 5, "max_turns": 30},
+        32,
+        "[2 2]",
+        minesweeper_oracle,
+    ),
+    "Sudoku": TextArenaGame(
+        "Sudoku",
+        "textarena.envs.Sudoku.env:SudokuEnv",
+        {"clues": 75, "max_turns": 30},
+        32,
+        "[1 3 5]",
+        sudoku_oracle,
+        token_budget=8192,
+    ),
+    "Countdown": TextArenaGame(
+        "Countdown",
+        "textarena.envs.Countdown.env:CountdownEnv",
+        {"max_turns": 12},
+        14,
+        "[0 2 *]",
+        countdown_oracle,
+        countdown_generator,
+    ),
+    "Wordle": TextArenaGame(
+        "Wordle",
+        "textarena.envs.Wordle.env:WordleEnv",
+        {"hardcore": False, "word_length": 5, "num_guesses": 6},
+        8,
+        "[crane]",
+        nltk_resources=("corpora/words", "taggers/averaged_perceptron_tagger_eng"),
+    ),
+    "Hangman": TextArenaGame(
+        "Hangman",
+        "textarena.envs.Hangman.env:HangmanEnv",
+        {"hardcore": False},
+        30,
+        "[e]",
+        nltk_resources=("corpora/words",),
+    ),
 }

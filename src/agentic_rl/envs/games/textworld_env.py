@@ -47,14 +47,18 @@ def _textworld() -> Any:
     try:
         import textworld
     except ImportError as exc:
-        raise EnvUnavailableError(f"textworld-v0 needs the 'textworld' package ({exc}); install it with "
-                                  "pip install 'agentic-rl[textworld]' (it compiles jericho with gcc)") from None
+        raise EnvUnavailableError(
+            f"textworld-v0 needs the 'textworld' package ({exc}); install it with "
+            "pip install 'agentic-rl[textworld]' (it compiles jericho with gcc)"
+        ) from None
     return textworld
 
 
 def default_games_dir() -> Path:
     """``$AGENTIC_RL_CACHE/textworld``, else ``~/.cache/agentic-rl/textworld``."""
-    root = os.environ.get("AGENTIC_RL_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "agentic-rl")
+    root = os.environ.get("AGENTIC_RL_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "agentic-rl"
+    )
     return Path(root) / "textworld"
 
 
@@ -90,17 +94,32 @@ class TextWorldEnv(Env):
         EnvUnavailableError: textworld is not installed.
     """
 
-    description = "TextWorld: a generated text adventure per seed (admissible commands, intermediate rewards)"
+    description = (
+        "TextWorld: a generated text adventure per seed (admissible commands, intermediate rewards)"
+    )
     #: rollout budgets of ``agentic-rl train --env`` (the opening is ~250 tokens, a turn ~120)
-    recipe_overrides: dict[str, Any] = {"rollout.max_turns": 30, "rollout.max_new_tokens": 24,
-                                        "rollout.max_total_tokens": 6144}
+    recipe_overrides: dict[str, Any] = {
+        "rollout.max_turns": 30,
+        "rollout.max_new_tokens": 24,
+        "rollout.max_total_tokens": 6144,
+    }
 
-    def __init__(self, world_size: int = 3, nb_objects: int = 5, quest_length: int = 3, max_steps: int = 30,
-                 games_dir: str | None = None):
+    def __init__(
+        self,
+        world_size: int = 3,
+        nb_objects: int = 5,
+        quest_length: int = 3,
+        max_steps: int = 30,
+        games_dir: str | None = None,
+    ):
         if min(world_size, nb_objects, quest_length, max_steps) < 1:
             raise ValueError("world_size, nb_objects, quest_length and max_steps must be >= 1")
         self._tw_module = _textworld()
-        self.world_size, self.nb_objects, self.quest_length = int(world_size), int(nb_objects), int(quest_length)
+        self.world_size, self.nb_objects, self.quest_length = (
+            int(world_size),
+            int(nb_objects),
+            int(quest_length),
+        )
         self.max_steps = int(max_steps)
         self.games_dir = Path(games_dir) if games_dir else default_games_dir()
         self._tw: Any = None
@@ -111,7 +130,10 @@ class TextWorldEnv(Env):
 
     def game_file(self, seed: int) -> Path:
         """The game of ``seed``, generated and compiled on first use (module docstring)."""
-        path = self.games_dir / f"w{self.world_size}-o{self.nb_objects}-q{self.quest_length}-s{seed}.z8"
+        path = (
+            self.games_dir
+            / f"w{self.world_size}-o{self.nb_objects}-q{self.quest_length}-s{seed}.z8"
+        )
         if path.is_file():
             return path
         tw = self._tw_module
@@ -120,8 +142,14 @@ class TextWorldEnv(Env):
         self.games_dir.mkdir(parents=True, exist_ok=True)
         options = tw.GameOptions()
         options.seeds = seed
-        options.nb_rooms, options.nb_objects, options.quest_length = self.world_size, self.nb_objects, self.quest_length
-        with tempfile.TemporaryDirectory(dir=self.games_dir) as tmp:  # build aside, then move: no half-written game
+        options.nb_rooms, options.nb_objects, options.quest_length = (
+            self.world_size,
+            self.nb_objects,
+            self.quest_length,
+        )
+        with tempfile.TemporaryDirectory(
+            dir=self.games_dir
+        ) as tmp:  # build aside, then move: no half-written game
             options.path = os.path.join(tmp, path.name)
             options.file_ext = ".z8"
             built = Path(compile_game(make_game(options), options))
@@ -129,24 +157,43 @@ class TextWorldEnv(Env):
                 os.replace(sibling, self.games_dir / sibling.name)
         return path
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         """Start the game of ``seed`` (a random seed if None; generated on first use)."""
         if seed is None:
             seed = random.SystemRandom().randrange(2**16)
         self.close()
-        infos = self._tw_module.EnvInfos(feedback=True, admissible_commands=True, policy_commands=True, score=True,
-                                         max_score=True, won=True, lost=True)
+        infos = self._tw_module.EnvInfos(
+            feedback=True,
+            admissible_commands=True,
+            policy_commands=True,
+            score=True,
+            max_score=True,
+            won=True,
+            lost=True,
+        )
         path = str(self.game_file(int(seed)))
-        with warnings.catch_warnings():  # Jericho's own score detection is off; TextWorld's wrapper scores
+        with (
+            warnings.catch_warnings()
+        ):  # Jericho's own score detection is off; TextWorld's wrapper scores
             warnings.filterwarnings("ignore", message=".*is not fully supported.*")
             self._tw = self._tw_module.start(path, request_infos=infos)
         self._state = self._tw.reset()
         self._done, self._turn, self._score = False, 0, 0.0
-        system = ("You are playing a text adventure. Reach the objective the game gives you. Each turn, reply with "
-                  "one command as <action>COMMAND</action>, choosing COMMAND from the admissible commands listed "
-                  f"(for example <action>look</action>). You have at most {self.max_steps} turns.")
-        messages = (Message("system", system), Message("user", self._state_text(self._state["feedback"])))
-        return Observation(messages=messages), {"game": "textworld", "max_score": float(self._state["max_score"])}
+        system = (
+            "You are playing a text adventure. Reach the objective the game gives you. Each turn, reply with "
+            "one command as <action>COMMAND</action>, choosing COMMAND from the admissible commands listed "
+            f"(for example <action>look</action>). You have at most {self.max_steps} turns."
+        )
+        messages = (
+            Message("system", system),
+            Message("user", self._state_text(self._state["feedback"])),
+        )
+        return Observation(messages=messages), {
+            "game": "textworld",
+            "max_score": float(self._state["max_score"]),
+        }
 
     def admissible_commands(self) -> list[str]:
         """The commands the game accepts in the current state ([] before reset)."""
@@ -154,7 +201,11 @@ class TextWorldEnv(Env):
 
     def _state_text(self, feedback: str, with_commands: bool = True) -> str:
         text = clean_feedback(feedback)
-        return f"{text}\nAdmissible commands: {', '.join(self.admissible_commands())}" if with_commands else text
+        return (
+            f"{text}\nAdmissible commands: {', '.join(self.admissible_commands())}"
+            if with_commands
+            else text
+        )
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Play the reply's command if it is admissible (module docstring)."""
@@ -168,13 +219,18 @@ class TextWorldEnv(Env):
         admissible = {_normalise(c): c for c in self.admissible_commands()}
         reward, terminated, won = 0.0, False, False
         if command not in admissible:
-            text = f"Invalid action: {command[:60]!r} is not an admissible command.\n" + self._state_text("")
+            text = (
+                f"Invalid action: {command[:60]!r} is not an admissible command.\n"
+                + self._state_text("")
+            )
         else:
             self._state, score, terminated = self._tw.step(admissible[command])
             reward, self._score = float(score) - self._score, float(score)
             won = bool(self._state["won"])
-            text = (self._state_text(self._state["feedback"], with_commands=not terminated)
-                    + f"\nScore: {score:g} of {self._state['max_score']:g}.")
+            text = (
+                self._state_text(self._state["feedback"], with_commands=not terminated)
+                + f"\nScore: {score:g} of {self._state['max_score']:g}."
+            )
         truncated = not terminated and self._turn >= self.max_steps
         if terminated:
             text += "\nThe game is over: you won." if won else "\nThe game is over: you lost."
@@ -182,9 +238,21 @@ class TextWorldEnv(Env):
             text += "\nThe turn limit is reached."
         self._done = bool(terminated) or truncated
         valid = command in admissible
-        info = {TURN_REWARD: reward, "valid_action": valid, "won": won, "game_return": self._score,
-                PROCESS_REWARD: 0.0 if valid else -1.0, "command": command[:60]}
-        return Observation(messages=(Message("user", text.strip()),)), reward, bool(terminated), truncated, info
+        info = {
+            TURN_REWARD: reward,
+            "valid_action": valid,
+            "won": won,
+            "game_return": self._score,
+            PROCESS_REWARD: 0.0 if valid else -1.0,
+            "command": command[:60],
+        }
+        return (
+            Observation(messages=(Message("user", text.strip()),)),
+            reward,
+            bool(terminated),
+            truncated,
+            info,
+        )
 
     def oracle_reply(self) -> str | None:
         """The next command of TextWorld's walkthrough from the current state, or None."""
