@@ -157,7 +157,7 @@ def _curves(run_dir: Path, start: dict[str, Any] | None) -> dict[str, Any]:
 
 def run_comparison(args: argparse.Namespace, progress=lambda *a: None) -> dict[str, Any]:
     """Warm-up per env, then every method for ``args.budget_s`` RL seconds; returns the results."""
-    from agentic_rl.cli import (
+    from agentic_rl.cli.main import (
         _env_overrides,
     )  # env.id plus the env's recipe defaults, as `train --env`
     from agentic_rl.config import load_config

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentic_rl.cli import env_overrides
+from agentic_rl.cli.main import env_overrides
 from agentic_rl.config import TrainConfig, load_config
 from agentic_rl.envs import make
 from agentic_rl.policy.chat import ChatFormat

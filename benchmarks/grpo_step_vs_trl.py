@@ -86,7 +86,7 @@ def calculator(expression: str) -> str:
     Returns:
         The value of the expression.
     """
-    from agentic_rl.tools.calculator import evaluate_arithmetic
+    from agentic_rl.tools.definition.calculator import evaluate_arithmetic
 
     return str(evaluate_arithmetic(expression))
 

@@ -2,7 +2,7 @@
 
 Both paths run ``x = 1 + 1`` N times in the same run:
 
-- warm: :class:`agentic_rl.tools.episode.EpisodeSandbox` keeps one interpreter alive inside
+- warm: :class:`agentic_rl.tools.sandbox.episode.EpisodeSandbox` keeps one interpreter alive inside
   the bwrap sandbox (or ``--backend unsafe_local``); a call is one JSON-line round trip;
 - cold: ``subprocess.run([sys.executable, "-c", "x = 1 + 1"])`` per call, with no sandbox
   (a lower bound for any start-a-process-per-call design).
@@ -19,8 +19,8 @@ import subprocess
 import sys
 import time
 
-from agentic_rl.tools.episode import EpisodeSandbox
-from agentic_rl.tools.sandbox import SandboxConfig
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -1,7 +1,7 @@
 """Episodes/s with envs in 1 vs 2 Ray env workers, on an env whose tool calls take real time.
 
 The env (``python-product``, defined here) asks for a product of two numbers and offers the
-sandboxed ``python`` tool (:class:`agentic_rl.tools.episode.EpisodeSandbox`: a bubblewrap
+sandboxed ``python`` tool (:class:`agentic_rl.tools.sandbox.episode.EpisodeSandbox`: a bubblewrap
 sandbox and a warm interpreter per episode; the first call of an episode starts them, which
 takes real time). A scripted oracle policy calls ``python`` with ``print(a * b)`` and then
 answers, so every episode is 2 turns and 1 sandboxed tool call; generation costs nothing.
@@ -35,8 +35,8 @@ from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubri
 from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.rollout.env_workers import EnvWorkerPool
 from agentic_rl.tools import execute_tool_calls, parse_tool_calls
-from agentic_rl.tools.episode import EpisodeSandbox
-from agentic_rl.tools.sandbox import SandboxConfig
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 from agentic_rl.types import Action, Message, Observation
 
 

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from agentic_rl.tools.sandbox import bwrap_available
+from agentic_rl.tools.sandbox.bwrap import bwrap_available
 
 #: tests that run tools in the bubblewrap sandbox; skipped where bwrap is missing (CI installs it)
 needs_bwrap = pytest.mark.skipif(

@@ -4,7 +4,7 @@ User errors (wrong key, env id, model path, config file, run directory) must pri
 line ``error: …`` naming the culprit on stderr and exit with status 2, without a traceback, and
 before any model weights load. The subprocess commands are started together (they spend most
 of their time importing torch) and their results shared by the tests; a few more cases call
-:func:`agentic_rl.cli.main` in-process.
+:func:`agentic_rl.cli.main.main` in-process.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pytest
 
 from agentic_rl.config import ToolsConfig, TrainConfig, load_config, save_config
 from agentic_rl.errors import ConfigError
-from agentic_rl.tools.permissions import PermissionPolicy
+from agentic_rl.tools.governance.permissions import PermissionPolicy
 
 TABLE = """
 [tools.permissions]

@@ -23,7 +23,7 @@ import tomli_w
 from agentic_rl.errors import ConfigError
 from agentic_rl.rewards.rubric import RewardWeights
 from agentic_rl.rollout.engine import RolloutConfig
-from agentic_rl.tools.permissions import PermissionPolicy
+from agentic_rl.tools.governance.permissions import PermissionPolicy
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class ToolsConfig:
 
     Attributes:
         permissions: the ``[tools.permissions]`` table of the permission policy (keys and
-            decision order: :mod:`agentic_rl.tools.permissions`). Empty (the default) keeps each
+            decision order: :mod:`agentic_rl.tools.governance.permissions`). Empty (the default) keeps each
             env's built-in policy; otherwise it is passed as ``permissions`` to envs that take
             that argument (an env that does not is a config error). Checked when the config
             loads: a wrong key or value names ``tools.permissions.<key>`` and the file.

@@ -27,8 +27,8 @@ def valid_text(text: str) -> str:
     the audit log or the trajectory store would raise on them. Every other code point is valid
     text and is kept (NUL included); a surrogate pair held as two code points becomes the one
     character it encodes. This is the one boundary function for text entering agentic-rl from
-    tools and from the model's tool calls (see :mod:`agentic_rl.tools.parser` and
-    :mod:`agentic_rl.tools.base`). Returns ``text`` itself when it is already valid. Never raises.
+    tools and from the model's tool calls (see :mod:`agentic_rl.tools.definition.parser` and
+    :mod:`agentic_rl.tools.definition.tool`). Returns ``text`` itself when it is already valid. Never raises.
     """
     if text.isascii():
         return text

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from agentic_rl.envs import CalculatorEnv, EpisodeEndedError, EpisodeNotStartedError, make
-from agentic_rl.envs.calculator import INSTRUCTIONS
-from agentic_rl.envs.calculator_tasks import LEVELS, make_task
+from agentic_rl.envs.calculator.env import INSTRUCTIONS
+from agentic_rl.envs.calculator.tasks import LEVELS, make_task
 from agentic_rl.rewards import RewardWeights
 from agentic_rl.tools import evaluate_arithmetic, parse_tool_calls
 from agentic_rl.types import Action, Message, StopReason, ToolCall, ToolResult, Trajectory, Turn

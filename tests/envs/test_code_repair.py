@@ -16,8 +16,8 @@ from agentic_rl.envs import (
     make,
     registered,
 )
-from agentic_rl.envs.code_repair import REWARD_HACKING, SOLUTION, TESTS, exit_calls
-from agentic_rl.envs.code_repair_tasks import (
+from agentic_rl.envs.code_repair.env import REWARD_HACKING, SOLUTION, TESTS, exit_calls
+from agentic_rl.envs.code_repair.tasks import (
     BUG_KINDS,
     VISIBLE_SENTINEL,
     candidate_sites,
@@ -28,8 +28,8 @@ from agentic_rl.envs.code_repair_tasks import (
     visible_test_source,
 )
 from agentic_rl.tools import parse_tool_calls
-from agentic_rl.tools.episode import EpisodeSandbox
-from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 from agentic_rl.types import Action, Message, StopReason, Trajectory, Turn
 
 pytestmark = pytest.mark.skipif(
@@ -359,7 +359,7 @@ def test_passes_check_env():
 
 def test_dataset_is_hidden_in_the_sandboxes(env):
     # the solution tries to read the HumanEval data file through the file system at grading time
-    from agentic_rl.envs.code_repair_tasks import dataset_paths
+    from agentic_rl.envs.code_repair.tasks import dataset_paths
 
     data = dataset_paths()[0] + "/data/HumanEval.jsonl.gz"
     env.reset(seed=0)

@@ -8,9 +8,9 @@ import pytest
 
 from agentic_rl.envs import make
 from agentic_rl.envs.base import Env, SnapshotNotSupportedError
-from agentic_rl.envs.calculator import CalculatorEnv, CalculatorSnapshot
+from agentic_rl.envs.calculator.env import CalculatorEnv, CalculatorSnapshot
 from agentic_rl.envs.checker import EnvCheckError, check_env
-from agentic_rl.tools.sandbox import bwrap_available
+from agentic_rl.tools.sandbox.bwrap import bwrap_available
 from agentic_rl.types import Action, StopReason, ToolCall, Trajectory, Turn
 
 CALL = Action("", tool_calls=(ToolCall("calculator", {"expression": "6 * 7"}, id="call_0_0"),))

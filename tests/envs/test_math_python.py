@@ -8,7 +8,7 @@ import pytest
 
 from agentic_rl.envs import make
 from agentic_rl.envs.checker import check_env, play_oracle
-from agentic_rl.envs.math_python import LEVELS, MathPythonEnv, gsm_program
+from agentic_rl.envs.reasoning.math_python import LEVELS, MathPythonEnv, gsm_program
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.types import Action
 from tests.markers import needs_bwrap

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 
 from agentic_rl.envs import MemoryRecallEnv
-from agentic_rl.envs.memory_recall_tasks import make_task
+from agentic_rl.envs.memory_recall.tasks import make_task
 from agentic_rl.memory import MEMORY_SIDE_EFFECTS, MemoryStore
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.tools import tool
-from agentic_rl.tools.audit import AuditLog
+from agentic_rl.tools.governance.audit import AuditLog
 
 PAID: list[int] = []
 

@@ -11,7 +11,7 @@ from agentic_rl.envs import (
     make,
     registered,
 )
-from agentic_rl.envs.memory_recall_tasks import OPTIONS_PER_FACT, make_task
+from agentic_rl.envs.memory_recall.tasks import OPTIONS_PER_FACT, make_task
 from agentic_rl.memory import MemoryStore
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import RolloutConfig, run_episodes

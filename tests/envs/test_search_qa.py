@@ -8,8 +8,8 @@ import json
 import pytest
 
 from agentic_rl.envs import EpisodeEndedError, EpisodeNotStartedError, SearchQAEnv, make, registered
-from agentic_rl.envs.search_qa import exact_match_score, normalize_answer, token_f1_score
-from agentic_rl.envs.search_qa_world import (
+from agentic_rl.envs.search_qa.env import exact_match_score, normalize_answer, token_f1_score
+from agentic_rl.envs.search_qa.world import (
     INJECTED_TOOLS,
     QUESTION_KINDS,
     make_question,

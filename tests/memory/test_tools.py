@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agentic_rl.memory import MEMORY_SIDE_EFFECTS, MEMORY_TOOL_NAMES, MemoryStore, MemoryToolkit
-from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.executor import ToolExecutor
-from agentic_rl.tools.permissions import PermissionPolicy
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.governance.executor import ToolExecutor
+from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.types import ToolCall
 
 

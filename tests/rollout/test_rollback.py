@@ -19,7 +19,7 @@ from agentic_rl.rollout.rollback import (
     rollback,
     truncate_trajectory,
 )
-from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.types import Message, Observation, StopReason
 from tests.tools.python_env import PythonScratchEnv
 

@@ -1,7 +1,7 @@
 """A small env whose tools run in the sandbox (python + workspace files), for tests.
 
 Task: the seed's number n; the answer is n * 7. The tools are those of
-:class:`~agentic_rl.tools.sandboxed.SandboxedTools`; a reply without tool calls is final.
+:class:`~agentic_rl.tools.sandbox.env_tools.SandboxedTools`; a reply without tool calls is final.
 Snapshot = (task, turn, done, sandbox snapshot).
 """
 
@@ -20,9 +20,9 @@ from agentic_rl.rewards import (
     numbers_equal,
 )
 from agentic_rl.rewards.risk import risk_functions
-from agentic_rl.tools.sandbox import SandboxConfig
-from agentic_rl.tools.sandboxed import SandboxedTools
-from agentic_rl.tools.snapshot import SandboxSnapshot
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig
+from agentic_rl.tools.sandbox.env_tools import SandboxedTools
+from agentic_rl.tools.sandbox.snapshot import SandboxSnapshot
 from agentic_rl.types import Action, Message, Observation, Trajectory
 
 

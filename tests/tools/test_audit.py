@@ -14,9 +14,9 @@ import pytest
 
 from agentic_rl.cli import main
 from agentic_rl.tools import tool
-from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.executor import ToolExecutor
-from agentic_rl.tools.permissions import PermissionPolicy
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.governance.executor import ToolExecutor
+from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.types import ToolCall, ToolCallError
 
 
@@ -154,7 +154,7 @@ def test_torn_last_line_is_skipped_but_corruption_elsewhere_raises(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from agentic_rl.tools.audit import AuditLog
+    from agentic_rl.tools.governance.audit import AuditLog
     log = AuditLog(sys.argv[1])
     i = 0
     while True:

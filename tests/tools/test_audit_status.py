@@ -12,11 +12,11 @@ import shutil
 
 import pytest
 
-from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.episode import EpisodeSandbox
-from agentic_rl.tools.executor import ToolExecutor
-from agentic_rl.tools.permissions import PermissionPolicy
-from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.governance.executor import ToolExecutor
+from agentic_rl.tools.governance.permissions import PermissionPolicy
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 from agentic_rl.types import ToolCall
 
 pytestmark = pytest.mark.skipif(

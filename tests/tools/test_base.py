@@ -1,4 +1,4 @@
-"""Tests for agentic_rl.tools.base: Tool, the @tool decorator, execute_tool_calls."""
+"""Tests for agentic_rl.tools.definition.tool: Tool, the @tool decorator, execute_tool_calls."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for agentic_rl.tools.calculator: the safe arithmetic evaluator and the calculator tool."""
+"""Tests for agentic_rl.tools.definition.calculator: the safe arithmetic evaluator and the calculator tool."""
 
 from __future__ import annotations
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from agentic_rl.tools import calculator, execute_tool_calls, parse_tool_calls
-from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.executor import ToolExecutor
-from agentic_rl.tools.parser import in_call_order
-from agentic_rl.tools.permissions import PermissionPolicy
+from agentic_rl.tools.definition.parser import in_call_order
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.governance.executor import ToolExecutor
+from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.types import ToolCall, ToolCallError
 
 

@@ -15,9 +15,9 @@ from agentic_rl.envs import CalculatorEnv
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.tools import execute_tool_calls, tool
-from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.executor import ToolExecutor, risk_event
-from agentic_rl.tools.permissions import PermissionPolicy
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.governance.executor import ToolExecutor, risk_event
+from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.types import Action, StopReason, ToolCall, ToolCallError
 
 RAN: list[str] = []

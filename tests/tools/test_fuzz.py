@@ -25,10 +25,10 @@ from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rewards import RewardWeights, Rubric
 from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.tools import calculator, execute_tool_calls, parse_tool_calls, tool
-from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.executor import ToolExecutor
-from agentic_rl.tools.parser import in_call_order
-from agentic_rl.tools.permissions import PermissionPolicy
+from agentic_rl.tools.definition.parser import in_call_order
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.governance.executor import ToolExecutor
+from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.trajectories.store import TrajectoryStore
 from agentic_rl.types import Message, Observation, ToolCall, ToolCallError, valid_text
 

@@ -1,4 +1,4 @@
-"""Tests for agentic_rl.tools.parser: the <tool_call>{json}</tool_call> format."""
+"""Tests for agentic_rl.tools.definition.parser: the <tool_call>{json}</tool_call> format."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentic_rl.tools.permissions import PermissionPolicy, glob_match
+from agentic_rl.tools.governance.permissions import PermissionPolicy, glob_match
 from agentic_rl.types import ToolCall
 
 CONFIG = {
@@ -208,7 +208,7 @@ def test_double_star_slash_matches_zero_or_more_directories(path, pattern, match
 
 def test_a_path_rule_for_an_argument_the_tool_lacks_is_rejected():
     from agentic_rl.tools import ToolExecutor
-    from agentic_rl.tools.base import tool
+    from agentic_rl.tools.definition.tool import tool
 
     @tool
     def write_file(path: str, content: str) -> str:
@@ -248,7 +248,7 @@ def test_a_path_rule_for_an_argument_the_tool_lacks_is_rejected():
 
 
 def test_sandbox_tools_reject_a_path_rule_for_a_missing_argument():
-    from agentic_rl.tools.sandboxed import SandboxedTools
+    from agentic_rl.tools.sandbox.env_tools import SandboxedTools
 
     typo = {
         "tools": {"write_file": {"side_effect": "workspace_write", "paths": {"filename": ["**"]}}}

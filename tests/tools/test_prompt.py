@@ -1,4 +1,4 @@
-"""Tests for agentic_rl.tools.prompt and the tools package's layer rule."""
+"""Tests for agentic_rl.tools.definition.prompt and the tools package's layer rule."""
 
 from __future__ import annotations
 

@@ -11,13 +11,13 @@ import pytest
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
 from agentic_rl.rollout.engine import RolloutConfig
-from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.base import Tool
-from agentic_rl.tools.executor import ToolExecutor
-from agentic_rl.tools.permissions import PermissionPolicy
-from agentic_rl.tools.python_tool import ExecResult
-from agentic_rl.tools.risk_detector import SandboxRiskDetector, limit_hits, path_escape
-from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
+from agentic_rl.tools.definition.tool import Tool
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.governance.executor import ToolExecutor
+from agentic_rl.tools.governance.permissions import PermissionPolicy
+from agentic_rl.tools.governance.risk_detector import SandboxRiskDetector, limit_hits, path_escape
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.python_tool import ExecResult
 from agentic_rl.types import StopReason, ToolCall
 from tests.tools.python_env import PythonScratchEnv
 
@@ -89,7 +89,7 @@ def test_path_escape_text_and_symlinks(tmp_path):
 
 @pytest.fixture
 def box():
-    from agentic_rl.tools.episode import EpisodeSandbox
+    from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 
     if shutil.which("bwrap") is None or not bwrap_available():
         pytest.skip("bubblewrap missing or unusable")

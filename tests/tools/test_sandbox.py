@@ -8,10 +8,11 @@ import shutil
 
 import pytest
 
-from agentic_rl.tools import execute_tool_calls, sandbox
-from agentic_rl.tools.episode import EpisodeSandbox
-from agentic_rl.tools.python_tool import ExecResult
-from agentic_rl.tools.sandbox import SandboxConfig, SandboxUnavailableError, bwrap_available
+from agentic_rl.tools import execute_tool_calls
+from agentic_rl.tools.sandbox import bwrap as sandbox
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, SandboxUnavailableError, bwrap_available
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox
+from agentic_rl.tools.sandbox.python_tool import ExecResult
 from agentic_rl.types import ToolCall
 
 needs_bwrap = pytest.mark.skipif(
@@ -119,7 +120,7 @@ def test_unavailable_bwrap_raises_clear_error(monkeypatch):
 
 
 def test_unsafe_local_backend_warns_and_keeps_state(caplog):
-    with caplog.at_level(logging.WARNING, logger="agentic_rl.tools.sandbox"):
+    with caplog.at_level(logging.WARNING, logger="agentic_rl.tools.sandbox.bwrap"):
         with EpisodeSandbox(SandboxConfig(backend="unsafe_local", timeout_s=2.0)) as b:
             b.run_python("counter = 1")
             assert b.run_python("counter + 1").value == "2"
@@ -149,7 +150,7 @@ def test_private_tmp_is_mounted_before_the_python_prefixes(tmp_path):
     """A venv under the host's /tmp (e.g. a CI checkout) must stay visible inside the sandbox."""
     import sys
 
-    from agentic_rl.tools.sandbox import SandboxConfig, sandbox_command
+    from agentic_rl.tools.sandbox.bwrap import SandboxConfig, sandbox_command
 
     cmd = sandbox_command(SandboxConfig(), tmp_path, [sys.executable])
     tmpfs = cmd.index("--tmpfs")

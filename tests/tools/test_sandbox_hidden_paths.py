@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available, sandbox_command
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available, sandbox_command
 
 
 def test_relative_hidden_path_rejected():

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from agentic_rl.tools.episode import EpisodeSandbox, find_processes
-from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox, find_processes
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),

@@ -13,8 +13,8 @@ import shutil
 
 import pytest
 
-from agentic_rl.tools.episode import EpisodeSandbox
-from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),

@@ -1,5 +1,5 @@
 """No user namespaces inside the bwrap sandbox (issue 19, item 4): the seccomp filter of
-:mod:`agentic_rl.tools.seccomp` refuses them, and ordinary processes and threads still start."""
+:mod:`agentic_rl.tools.sandbox.seccomp` refuses them, and ordinary processes and threads still start."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import struct
 
 import pytest
 
-from agentic_rl.tools.episode import EpisodeSandbox
-from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
-from agentic_rl.tools.seccomp import user_namespace_filter
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox
+from agentic_rl.tools.sandbox.seccomp import user_namespace_filter
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),

@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from agentic_rl.tools.episode import EpisodeSandbox
-from agentic_rl.tools.limits import cgroup_problem
-from agentic_rl.tools.sandbox import SandboxConfig, SandboxUnavailableError, bwrap_available
-from agentic_rl.tools.workspace import WorkspaceError, write_file
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, SandboxUnavailableError, bwrap_available
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox
+from agentic_rl.tools.sandbox.limits import cgroup_problem
+from agentic_rl.tools.sandbox.workspace import WorkspaceError, write_file
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
@@ -125,7 +125,7 @@ def test_processes_are_bounded_as_a_whole():
 def test_cgroup_files_written_for_a_sandbox(tmp_path):
     """The cgroup v2 interface files a sandbox's cgroup sets, checked on a plain directory that
     stands in for a delegated cgroup (this runs on hosts without cgroup v2 too)."""
-    from agentic_rl.tools.limits import SandboxCgroup
+    from agentic_rl.tools.sandbox.limits import SandboxCgroup
 
     (tmp_path / "cgroup.controllers").write_text("cpu memory pids\n")
     (tmp_path / "cgroup.subtree_control").write_text("memory pids\n")

@@ -11,8 +11,8 @@ import pytest
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
 from agentic_rl.rollout.engine import RolloutConfig
-from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.types import StopReason
 from tests.tools.python_env import PythonScratchEnv
 

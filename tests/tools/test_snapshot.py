@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from agentic_rl.tools.episode import EpisodeSandbox, find_processes
-from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
-from agentic_rl.tools.sandboxed import SandboxedTools
-from agentic_rl.tools.snapshot import (
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.env_tools import SandboxedTools
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox, find_processes
+from agentic_rl.tools.sandbox.snapshot import (
     SandboxSnapshot,
     SnapshotError,
     SnapshotReplayError,

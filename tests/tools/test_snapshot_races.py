@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from agentic_rl.tools.episode import EpisodeSandbox, find_processes
-from agentic_rl.tools.sandbox import SandboxConfig, bwrap_available
-from agentic_rl.tools.snapshot import RecordedCall, SandboxSnapshot, WorkspaceImage
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox, find_processes
+from agentic_rl.tools.sandbox.snapshot import RecordedCall, SandboxSnapshot, WorkspaceImage
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
@@ -91,7 +91,7 @@ def test_snapshot_never_reads_a_host_file_through_a_swapped_symlink(tmp_path):
 
 
 def test_snapshot_leaves_the_episode_processes_running_afterwards(tmp_path):
-    from agentic_rl.tools.freeze import namespace_pids
+    from agentic_rl.tools.sandbox.freeze import namespace_pids
 
     with EpisodeSandbox(SandboxConfig(timeout_s=20.0)) as box:
         box.run_python(

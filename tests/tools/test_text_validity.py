@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 
 from agentic_rl.tools import execute_tool_calls, parse_tool_calls, tool
-from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.executor import ToolExecutor
-from agentic_rl.tools.permissions import PermissionPolicy
-from agentic_rl.tools.sandbox import SandboxConfig
-from agentic_rl.tools.sandboxed import SandboxedTools
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.governance.executor import ToolExecutor
+from agentic_rl.tools.governance.permissions import PermissionPolicy
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig
+from agentic_rl.tools.sandbox.env_tools import SandboxedTools
 from agentic_rl.types import Action, ToolCall, valid_text
 
 BAD = "\ud800"

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from agentic_rl.envs.calculator_tasks import make_task
+from agentic_rl.envs.calculator.tasks import make_task
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rewards import RewardWeights
 from agentic_rl.rollout import RolloutConfig

@@ -332,7 +332,7 @@ def test_scoring_with_gradient_checkpointing_matches_plain_scoring(tiny_model_di
 
 def test_training_run_audits_every_tool_call(smoke_run):
     """The run's envs write RUN_DIR/audit.jsonl with the run id and the trajectories' ids."""
-    from agentic_rl.tools.audit import AuditLog
+    from agentic_rl.tools.governance.audit import AuditLog
 
     _, run_dir, _ = smoke_run
     records = list(AuditLog(run_dir / "audit.jsonl").read())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from agentic_rl.cli import env_overrides
+from agentic_rl.cli.main import env_overrides
 from agentic_rl.config import load_config
 from agentic_rl.trainer.recipe import train
 from agentic_rl.trainer.run_dir import MetricsLog

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agentic_rl.cli import env_overrides, main
+from agentic_rl.cli.main import env_overrides, main
 from agentic_rl.config import load_config
-from agentic_rl.tools.sandbox import bwrap_available
+from agentic_rl.tools.sandbox.bwrap import bwrap_available
 from agentic_rl.trainer.run_dir import MetricsLog
 from tests.recipe_settings import SIMPLE_SAMPLING
 

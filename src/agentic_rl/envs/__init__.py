@@ -1,18 +1,18 @@
 """Environments: the Gymnasium-style contract, the registry, and the built-in envs."""
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
-from agentic_rl.envs.calculator import CalculatorEnv
-from agentic_rl.envs.code_repair import CodeRepairEnv
+from agentic_rl.envs.calculator.env import CalculatorEnv
+from agentic_rl.envs.code_repair.env import CodeRepairEnv
 from agentic_rl.envs.games import register_game_envs
-from agentic_rl.envs.memory_recall import MemoryRecallEnv
+from agentic_rl.envs.memory_recall.env import MemoryRecallEnv
 from agentic_rl.envs.registry import EnvSpec, accepts, make, register, registered
-from agentic_rl.envs.search_qa import SearchQAEnv
+from agentic_rl.envs.search_qa.env import SearchQAEnv
 
 register("calculator-v0", CalculatorEnv, CalculatorEnv.description)
 
 # math-python-v0 and the rg/<task>-v0 family (reasoning-gym is imported on first use)
-from agentic_rl.envs.math_python import MathPythonEnv  # noqa: E402
-from agentic_rl.envs.reasoning_gym_env import (
+from agentic_rl.envs.reasoning.math_python import MathPythonEnv  # noqa: E402
+from agentic_rl.envs.reasoning.reasoning_gym_env import (
     RG_PATTERN,
     ReasoningGymEnv,
     resolve_rg_id,

@@ -1,7 +1,7 @@
 """Memory tools: ``memory_write``, ``memory_search``, ``memory_update``, ``memory_delete``.
 
 Memory is an action (DESIGN.md, decision 5): the policy calls these tools like any other, so
-they go through the env's :class:`~agentic_rl.tools.executor.ToolExecutor` (permission check,
+they go through the env's :class:`~agentic_rl.tools.governance.executor.ToolExecutor` (permission check,
 audit record, observation) and appear in the trajectory as tool calls and results. A
 :class:`MemoryToolkit` binds the four tools to one :class:`~agentic_rl.memory.store.MemoryStore`::
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentic_rl.memory.store import MemoryStore, MemoryStoreError
-from agentic_rl.tools.base import Tool, tool
+from agentic_rl.tools.definition.tool import Tool, tool
 
 __all__ = ["MEMORY_SIDE_EFFECTS", "MEMORY_TOOL_NAMES", "MemoryToolkit", "format_hits"]
 

@@ -1,6 +1,6 @@
 """Built-in risk components (the C_risk group of the rubric).
 
-Environments that route tools through :class:`~agentic_rl.tools.executor.ToolExecutor` put the
+Environments that route tools through :class:`~agentic_rl.tools.governance.executor.ToolExecutor` put the
 turn's risk events into the step info, ``info["risk_events"]``: a list of
 ``{"category": str, "tool": str, "reason": str, ...}`` (``"denied": True`` on a refused call).
 The components count them over the whole trajectory (amounts >= 0, subtracted by the rubric):
@@ -14,9 +14,9 @@ component                      counts
 =============================  ==========================================================
 
 Environments that offer the sandbox's tools get ``sandbox_limit`` and ``path_outside_workspace``
-events automatically: the tools of :class:`~agentic_rl.tools.episode.EpisodeSandbox` carry their
+events automatically: the tools of :class:`~agentic_rl.tools.sandbox.episode.EpisodeSandbox` carry their
 risk detectors, which the executor runs after each allowed call. Which limits count, and which
-paths are "outside", is listed in :mod:`agentic_rl.tools.risk_detector`.
+paths are "outside", is listed in :mod:`agentic_rl.tools.governance.risk_detector`.
 
 A call denied for touching a path outside the workspace (a path rule of the permission policy)
 is one event, ``denied`` and of category ``path_outside_workspace``: it counts in both
@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agentic_rl.rewards.rubric import RewardFunction, RewardGroup
-from agentic_rl.tools.risk_detector import PATH_OUTSIDE_WORKSPACE, SANDBOX_LIMIT
+from agentic_rl.tools.governance.risk_detector import PATH_OUTSIDE_WORKSPACE, SANDBOX_LIMIT
 from agentic_rl.types import Trajectory
 
 __all__ = [

@@ -7,24 +7,24 @@ tools exist and how to call them. :class:`ToolExecutor` is the one execution pat
 permission check (:class:`PermissionPolicy`) → execution → audit record (:class:`AuditLog`) →
 observation, with risk events for the rubric. :class:`EpisodeSandbox` gives an episode the
 sandboxed stateful ``python`` tool and workspace file tools (bubblewrap), with snapshots
-(:mod:`agentic_rl.tools.snapshot`) and risk detectors (:mod:`agentic_rl.tools.risk_detector`);
+(:mod:`agentic_rl.tools.sandbox.snapshot`) and risk detectors (:mod:`agentic_rl.tools.governance.risk_detector`);
 :class:`SandboxedTools` bundles sandbox, executor and detectors for an env.
 
 Layer rule: this package imports only the standard library and :mod:`agentic_rl.types`.
 """
 
-from agentic_rl.tools.audit import AuditLog
-from agentic_rl.tools.base import Tool, ToolArgumentError, execute_tool_calls, tool
-from agentic_rl.tools.calculator import CalculatorError, calculator, evaluate_arithmetic
-from agentic_rl.tools.episode import EpisodeSandbox
-from agentic_rl.tools.executor import ExecutionReport, ToolExecutor
-from agentic_rl.tools.parser import parse_tool_calls
-from agentic_rl.tools.permissions import Decision, PermissionPolicy
-from agentic_rl.tools.prompt import render_tool_system_prompt
-from agentic_rl.tools.risk_detector import SandboxRiskDetector
-from agentic_rl.tools.sandbox import SandboxConfig, SandboxError, SandboxUnavailableError
-from agentic_rl.tools.sandboxed import SandboxedTools
-from agentic_rl.tools.snapshot import SandboxSnapshot, SnapshotError, SnapshotReplayError
+from agentic_rl.tools.definition.calculator import CalculatorError, calculator, evaluate_arithmetic
+from agentic_rl.tools.definition.parser import parse_tool_calls
+from agentic_rl.tools.definition.prompt import render_tool_system_prompt
+from agentic_rl.tools.definition.tool import Tool, ToolArgumentError, execute_tool_calls, tool
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.governance.executor import ExecutionReport, ToolExecutor
+from agentic_rl.tools.governance.permissions import Decision, PermissionPolicy
+from agentic_rl.tools.governance.risk_detector import SandboxRiskDetector
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, SandboxError, SandboxUnavailableError
+from agentic_rl.tools.sandbox.env_tools import SandboxedTools
+from agentic_rl.tools.sandbox.episode import EpisodeSandbox
+from agentic_rl.tools.sandbox.snapshot import SandboxSnapshot, SnapshotError, SnapshotReplayError
 
 __all__ = [
     "Tool",

@@ -88,7 +88,7 @@ def test_cli_check_env_on_games(capsys, monkeypatch):
 
 
 def test_train_env_overrides_give_games_their_budgets():
-    from agentic_rl.cli import env_overrides
+    from agentic_rl.cli.main import env_overrides
 
     sets = env_overrides("frozenlake-v0", [])
     assert (

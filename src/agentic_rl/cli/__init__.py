@@ -1,0 +1,9 @@
+"""Command line of agentic-rl: ``agentic-rl train | eval | envs | check-env | audit | replay | view | export | compare``.
+
+:mod:`agentic_rl.cli.main` builds the parser and runs the training and evaluation commands;
+:mod:`agentic_rl.cli.trajectories` the commands that read recorded trajectories.
+"""
+
+from agentic_rl.cli.main import env_overrides, main
+
+__all__ = ["env_overrides", "main"]

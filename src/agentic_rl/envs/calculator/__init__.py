@@ -1,0 +1,1 @@
+"""``calculator-v0``: seeded arithmetic tasks (:mod:`.tasks`) answered with the calculator tool (:mod:`.env`)."""

@@ -1,0 +1,383 @@
+"""Stateful Python interpreter that runs inside the sandbox (a notebook-kernel-like worker).
+
+Started by :class:`agentic_rl.tools.sandbox.python_tool.PythonInterpreter` as
+``python -s -P _sandbox_worker.py SETTINGS_JSON MARKER``; imports only the standard library.
+``MARKER`` is unused here; it is only there so that the host can find the episode's processes.
+
+Two processes, so that the program cannot reach the channel its results travel on:
+
+- the **supervisor** (this script's first process) talks to the host over two dedicated pipe
+  descriptors (``settings["protocol_fds"]``, passed into the sandbox with ``pass_fds``; the
+  sandbox's descriptors 0/1 are ``/dev/null``). It runs no user code, keeps no resource
+  limits, and makes itself non-dumpable, so a program of the same uid can neither open its
+  ``/proc/PID/fd`` nor ptrace it (when the host is root the program also runs as another uid).
+- the **kernel** (a child forked at start-up) applies the resource limits (soft = hard, except
+  ``RLIMIT_CPU``: hard = soft + 1 s, so that the limit delivers ``SIGXCPU`` and not a bare
+  ``SIGKILL``; ``RLIMIT_CORE`` = 0), drops to the episode's uid when one is given (needs
+  CAP_SETUID/CAP_SETGID, granted by bwrap when the host runs as root), points descriptor 0 at
+  ``/dev/null`` and descriptors 1 and 2 at two pipes read by the supervisor, and runs the code.
+
+Host <-> supervisor (JSON lines): request ``{"code": str}``; reply ``{"stdout", "stderr",
+"value", "exception", "memory_exceeded", "truncated", "exit", "signal", "cpu_exceeded"}``, after
+a first ``{"ready": true}``. What the supervisor reports is what it observed itself: stdout and
+stderr are the bytes the kernel (and every process it started) wrote to descriptors 1 and 2,
+capped here at ``max_output_chars`` each; ``exit``/``signal`` come from ``wait4`` on the kernel
+(not from what the program says), ``cpu_exceeded`` means it was killed by ``SIGXCPU``/``SIGKILL``
+after using ``RLIMIT_CPU`` seconds of CPU (its rusage, less a few ticks). A reply with ``exit`` or
+``signal`` not null means the kernel is gone; the supervisor exits after sending it.
+
+Supervisor <-> kernel: request ``{"code", "token"}`` with a fresh random token per call; the
+kernel answers ``{"token", "value", "exception", "memory_exceeded", "exit"}``. The program can
+write to that pipe (it shares the kernel's process), so the supervisor treats the answer as a
+claim: lines without the call's token are dropped, so blind forgery and replies left over from
+an earlier call change nothing, the value and exception name are capped, and a claimed exit
+counts only once ``wait4`` sees it. A program that reads the token from its own process memory
+can end its call early with a value of its choosing, which it could do anyway (``return`` a
+value, raise, start a thread that prints later); it cannot change the captured output, the
+caps, the exit status or signal, or another call's reply.
+"""
+
+import ast
+import builtins
+import ctypes
+import io
+import json
+import os
+import resource
+import secrets
+import select
+import signal
+import sys
+import traceback
+
+_READ = 1 << 16
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
+_MAX_NAME = 200
+
+
+def _prctl(option, value):
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except InterruptedError:
+            continue
+        except OSError:  # the program closed or broke its own descriptor: its output is lost
+            return
+
+
+class _FdWriter(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr`` of one call: forwards the first ``cap + 1`` characters to ``fd``.
+
+    Dropping the rest here only saves work; the supervisor caps what reaches the host.
+    """
+
+    def __init__(self, fd, cap):
+        super().__init__()
+        self.fd, self.room = fd, cap + 1
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        if self.room > 0:
+            part = s[: self.room]
+            self.room -= len(part)
+            _write_all(self.fd, part.encode("utf-8", "backslashreplace"))
+        return len(s)
+
+    def writable(self):
+        return True
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+
+def _apply_limits(limits, uid):
+    names = {
+        "cpu": resource.RLIMIT_CPU,
+        "as": resource.RLIMIT_AS,
+        "nproc": resource.RLIMIT_NPROC,
+        "fsize": resource.RLIMIT_FSIZE,
+        "nofile": resource.RLIMIT_NOFILE,
+    }
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for key, value in limits.items():
+        if value is None:
+            continue
+        soft = int(value) + (1 if key == "nproc" and uid is None else 0)  # + the supervisor
+        resource.setrlimit(names[key], (soft, soft + 1 if key == "cpu" else soft))
+
+
+# --------------------------------------------------------------------------------- kernel
+
+
+def _run(code, namespace, cap):
+    out, err = _FdWriter(1, cap), _FdWriter(2, cap)
+    reply = {"value": None, "exception": None, "memory_exceeded": False, "exit": None}
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        tree = ast.parse(code, "<cell>", "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, "<cell>", "exec"), namespace)
+        if last is not None:
+            result = eval(compile(last, "<cell>", "eval"), namespace)
+            if result is not None:
+                text = repr(result)
+                reply["value"] = text if len(text) <= cap else text[:cap] + "…[truncated]"
+    except SystemExit as exc:
+        status = exc.code
+        if status is None or isinstance(status, int):
+            reply["exit"] = status or 0
+        else:
+            print(status, file=err)
+            reply["exit"] = 1
+    except BaseException as exc:  # noqa: BLE001 - every error is an observation
+        reply["exception"] = type(exc).__name__
+        reply["memory_exceeded"] = isinstance(exc, MemoryError)
+        try:
+            if isinstance(exc, SyntaxError):
+                err.write("".join(traceback.format_exception_only(type(exc), exc)))
+            else:
+                tb = exc.__traceback__.tb_next if exc.__traceback__ else None
+                err.write("".join(traceback.format_exception(type(exc), exc, tb)))
+        except MemoryError:
+            err.write(f"{type(exc).__name__}\n")
+        del exc
+    finally:
+        sys.stdout, sys.stderr = saved
+        for stream in (sys.__stdout__, sys.__stderr__):  # what the program wrote through them
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+    return reply
+
+
+def _kernel(settings, req_r, rep_w, out_w, err_w, keep_closed):
+    """The forked child: limits, uid, descriptors, then the request loop. Never returns."""
+    for fd in keep_closed:
+        os.close(fd)
+    uid = settings.get("uid")
+    _apply_limits(settings["limits"], uid)
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # after setuid, which clears it
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    for src, dst in ((devnull, 0), (out_w, 1), (err_w, 2)):
+        os.dup2(src, dst)
+        os.close(src)
+    cap = int(settings["max_output_chars"])
+    requests, replies = os.fdopen(req_r, "rb"), os.fdopen(rep_w, "wb")
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    replies.write(b'{"token": "ready"}\n')
+    replies.flush()
+    while True:
+        line = requests.readline()
+        if not line:
+            os._exit(0)
+        request = json.loads(line)
+        reply = _run(request["code"], namespace, cap)
+        reply["token"] = request["token"]
+        replies.write(json.dumps(reply).encode() + b"\n")
+        replies.flush()
+        if reply["exit"] is not None:
+            os._exit(reply["exit"])
+
+
+# ----------------------------------------------------------------------------- supervisor
+
+
+class _Stream:
+    """One capped output pipe of the kernel (descriptor 1 or 2), read by the supervisor."""
+
+    def __init__(self, fd, cap):
+        self.fd, self.limit, self.data, self.dropped, self.open = (
+            fd,
+            4 * cap + 4,
+            bytearray(),
+            0,
+            True,
+        )
+        os.set_blocking(fd, False)
+
+    def read(self):
+        """Read once; False at end of file or when nothing is there now."""
+        try:
+            chunk = os.read(self.fd, _READ)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.open = False
+            return False
+        room = max(0, self.limit - len(self.data))
+        self.data += chunk[:room]
+        self.dropped += len(chunk) - min(room, len(chunk))
+        return True
+
+    def drain(self, budget=8 << 20):
+        """Read what is in the pipe now (bounded, in case a background process keeps writing)."""
+        while budget > 0 and self.open and self.read():
+            budget -= _READ
+
+    def take(self, cap):
+        """(text, truncated) of what was read since the last take."""
+        text = self.data.decode("utf-8", "replace")
+        cut = bool(self.dropped) or len(text) > cap
+        self.data, self.dropped = bytearray(), 0
+        return text[:cap], cut
+
+
+class _Kernel:
+    """The supervisor's handle on the kernel: pid, pipes, and the reply stream it reads."""
+
+    def __init__(self, settings, keep_closed):
+        cap = int(settings["max_output_chars"])
+        (req_r, req_w), (rep_r, rep_w) = os.pipe(), os.pipe()
+        (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _kernel(
+                    settings, req_r, rep_w, out_w, err_w, (*keep_closed, req_w, rep_r, out_r, err_r)
+                )
+            except BaseException:  # noqa: BLE001 - start-up failed: say why on the sandbox's stderr
+                traceback.print_exc()
+            finally:
+                os._exit(70)
+        for fd in (req_r, rep_w, out_w, err_w):
+            os.close(fd)
+        self.pid, self.cpu_limit, self.cap = pid, settings["limits"].get("cpu"), cap
+        self.requests, self.replies, self.buffer = os.fdopen(req_w, "wb"), rep_r, b""
+        self.out, self.err = _Stream(out_r, cap), _Stream(err_r, cap)
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+
+    def _claim(self, token):
+        """The last complete line of the reply pipe that carries ``token`` (dict), else None."""
+        found = None
+        while b"\n" in self.buffer:
+            line, _, self.buffer = self.buffer.partition(b"\n")
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and msg.get("token") == token:
+                found = msg
+        if len(self.buffer) > 16 * self.cap + _READ:  # a "line" that never ends: junk
+            self.buffer = b""
+        return found
+
+    def collect(self, token):
+        """Wait for the kernel's reply carrying ``token`` or its death; (claim | None, wait status | None)."""
+        claim, status, reply_open = None, None, True
+        while status is None:
+            fds = [s.fd for s in (self.out, self.err) if s.open] + (
+                [self.replies] if reply_open else []
+            )
+            fds += [self.pidfd] if self.pidfd is not None else []
+            ready = select.select(fds, [], [], None if self.pidfd is not None else 0.05)[0]
+            for stream in (self.out, self.err):
+                if stream.open and stream.fd in ready:
+                    stream.read()
+            if self.replies in ready:
+                chunk = os.read(self.replies, _READ)
+                reply_open = bool(chunk)
+                self.buffer += chunk
+                claim = self._claim(token) or claim
+                if claim is not None and claim.get("exit") is None:
+                    break
+            if self.pidfd is None or self.pidfd in ready or not (reply_open or self.out.open):
+                pid, wstatus, usage = os.wait4(self.pid, os.WNOHANG)
+                if pid:
+                    status, self.usage = wstatus, usage
+        self.out.drain()
+        self.err.drain()
+        return claim, status
+
+    def result(self, claim, status):
+        """The reply sent to the host (see the module docstring)."""
+        cap, claim = self.cap, claim or {}
+        stdout, out_cut = self.out.take(cap)
+        stderr, err_cut = self.err.take(cap)
+        value = claim.get("value") if isinstance(claim.get("value"), str) else None
+        value_cut = value is not None and len(value) > cap + len("…[truncated]")
+        if value_cut:
+            value = value[:cap] + "…[truncated]"
+        exception = claim.get("exception") if isinstance(claim.get("exception"), str) else None
+        exit_code = signum = None
+        cpu = False
+        if status is not None and os.WIFSIGNALED(status):
+            signum = os.WTERMSIG(status)
+            used = self.usage.ru_utime + self.usage.ru_stime
+            # rusage lags the clock the limit is checked against by up to a few ticks
+            cpu = (
+                signum in (signal.SIGXCPU, signal.SIGKILL)
+                and self.cpu_limit is not None
+                and used >= self.cpu_limit - max(0.1, 0.02 * self.cpu_limit)
+            )
+        elif status is not None:
+            exit_code = os.WEXITSTATUS(status)
+        return {
+            "stdout": stdout,
+            "stderr": stderr,
+            "value": value,
+            "exception": exception[:_MAX_NAME] if exception else None,
+            "memory_exceeded": claim.get("memory_exceeded") is True,
+            "truncated": out_cut or err_cut or value_cut,
+            "exit": exit_code,
+            "signal": signum,
+            "cpu_exceeded": cpu,
+        }
+
+
+def main():
+    settings = json.loads(sys.argv[1])
+    proto_in, proto_out = settings["protocol_fds"]
+    _prctl(_PR_SET_DUMPABLE, 0)
+    kernel = _Kernel(settings, (proto_in, proto_out))
+    claim, status = kernel.collect("ready")
+    if claim is None:
+        sys.stderr.write(kernel.result(None, status)["stderr"])
+        sys.exit(1)
+    host_in, host_out = os.fdopen(proto_in, "rb"), os.fdopen(proto_out, "wb")
+    host_out.write(b'{"ready": true}\n')
+    host_out.flush()
+    while True:
+        line = host_in.readline()
+        if not line:
+            os.kill(kernel.pid, signal.SIGKILL)
+            return
+        token = secrets.token_hex(16)
+        try:
+            kernel.requests.write(
+                json.dumps({"code": json.loads(line)["code"], "token": token}).encode() + b"\n"
+            )
+            kernel.requests.flush()
+        except BrokenPipeError:  # the kernel is gone (or closed its end): collect sees how
+            pass
+        reply = kernel.result(*kernel.collect(token))
+        host_out.write(json.dumps(reply).encode() + b"\n")
+        host_out.flush()
+        if reply["exit"] is not None or reply["signal"] is not None:
+            return
+
+
+if __name__ == "__main__":
+    main()
