@@ -5,13 +5,20 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install install-test clean
+.PHONY: demo test lint install install-test clean
 
 demo: install
 	$(BIN)/agentic-rl train $(ARGS)
 
 test: install-test
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# ruff lint + format check (config in pyproject [tool.ruff]) and the line budgets of src/
+# (files <= 500 lines, functions <= 80): .ci/check_budgets.py
+lint: install-test
+	$(BIN)/ruff check src tests benchmarks .ci
+	$(BIN)/ruff format --check src tests benchmarks .ci
+	$(BIN)/python .ci/check_budgets.py
 
 install: $(VENV)/.installed
 
