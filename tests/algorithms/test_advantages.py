@@ -6,10 +6,8 @@ import pytest
 import torch
 
 from agentic_rl.algorithms import (
-    ADVANTAGE_ESTIMATORS,
     broadcast_to_tokens,
     dr_grpo_advantages,
-    get_advantage_estimator,
     grpo_advantages,
     rloo_advantages,
 )
@@ -127,12 +125,3 @@ def test_broadcast_to_tokens():
     assert torch.equal(broadcast_to_tokens(t(2, -1), mask.bool()), expected)
     with pytest.raises(ValueError):
         broadcast_to_tokens(t(2, -1, 0), mask)
-
-
-def test_registry():
-    assert set(ADVANTAGE_ESTIMATORS) >= {"grpo", "dr_grpo", "rloo"}
-    assert get_advantage_estimator("grpo") is grpo_advantages
-    assert get_advantage_estimator("rloo") is rloo_advantages
-    close(get_advantage_estimator("dr_grpo")(t(1, 0), [0, 0]), t(0.5, -0.5))
-    with pytest.raises(KeyError, match="dr_grpo, grpo, rloo"):
-        get_advantage_estimator("ppo")

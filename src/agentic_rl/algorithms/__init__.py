@@ -1,8 +1,8 @@
 """Pure, tested RL algorithm functions: advantages (credit assignment), returns, losses, KL.
 
-Torch and stdlib only (plus :mod:`agentic_rl.types` in ``trajectory_steps``). Registries
-(``ADVANTAGE_ESTIMATORS``, ``KL_ESTIMATORS``) map the names users type in configs to functions;
-the recipe-level algorithm names (``algorithm.name``) live in :mod:`agentic_rl.trainer.credit`.
+Torch and stdlib only (plus :mod:`agentic_rl.types` in ``trajectory_steps``). ``KL_ESTIMATORS``
+maps the names users type in configs (``loss.kl_estimator``) to functions; the algorithm names
+(``algorithm.name``) and their credit functions live in :mod:`agentic_rl.trainer.credit`.
 
 Modules: ``advantages`` (GRPO, Dr. GRPO, RLOO: one number per trajectory), ``returns``
 (discounted returns, GAE(λ), REINFORCE++ over tokens or turns), ``turn_credit`` (GiGPO,
@@ -11,10 +11,8 @@ read off a Trajectory), ``losses`` (PPO clip, value loss, KL k1/k2/k3, entropy, 
 """
 
 from agentic_rl.algorithms.advantages import (
-    ADVANTAGE_ESTIMATORS,
     broadcast_to_tokens,
     dr_grpo_advantages,
-    get_advantage_estimator,
     grpo_advantages,
     rloo_advantages,
 )
@@ -48,7 +46,6 @@ from agentic_rl.algorithms.turn_credit import (
 )
 
 __all__ = [
-    "ADVANTAGE_ESTIMATORS",
     "KL_ESTIMATORS",
     "KL_LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
@@ -59,7 +56,6 @@ __all__ = [
     "entropy_from_logits",
     "estimate_kl",
     "gae_advantages",
-    "get_advantage_estimator",
     "get_kl_estimator",
     "gigpo_advantages",
     "grpo_advantages",

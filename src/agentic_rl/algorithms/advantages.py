@@ -33,21 +33,17 @@ Choices and deviations:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 from torch import Tensor
 
 __all__ = [
-    "ADVANTAGE_ESTIMATORS",
     "broadcast_to_tokens",
     "dr_grpo_advantages",
-    "get_advantage_estimator",
     "grpo_advantages",
     "rloo_advantages",
 ]
-
-AdvantageEstimator = Callable[[Tensor, Sequence[Hashable]], Tensor]
 
 
 class _GroupStats:
@@ -174,23 +170,3 @@ def broadcast_to_tokens(advantages: Tensor, loss_mask: Tensor) -> Tensor:
             f"and {tuple(loss_mask.shape)}"
         )
     return advantages[:, None] * loss_mask.to(advantages.dtype)
-
-
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {
-    "grpo": grpo_advantages,
-    "dr_grpo": dr_grpo_advantages,
-    "rloo": rloo_advantages,
-}
-
-
-def get_advantage_estimator(name: str) -> AdvantageEstimator:
-    """Look up an estimator ``f(rewards [N], group_ids) -> [N]`` by its registered name.
-
-    Raises:
-        KeyError: unknown name; the message lists the known names.
-    """
-    try:
-        return ADVANTAGE_ESTIMATORS[name]
-    except KeyError:
-        known = ", ".join(sorted(ADVANTAGE_ESTIMATORS))
-        raise KeyError(f"unknown advantage estimator {name!r}; known: {known}") from None
