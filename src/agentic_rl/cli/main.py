@@ -17,7 +17,8 @@ import sys
 import warnings
 from pathlib import Path
 
-from agentic_rl.cli.trajectories import add_eval_arguments, add_subcommands
+from agentic_rl.cli.evaluation import add_eval_arguments, cmd_eval
+from agentic_rl.cli.trajectories import add_subcommands
 from agentic_rl.errors import AgenticRLError
 
 
@@ -204,12 +205,6 @@ def scale_overrides(args) -> list[str]:
     return out
 
 
-def _cmd_eval(args) -> int:
-    from agentic_rl.cli.trajectories import _cmd_eval as run
-
-    return run(args)
-
-
 def _cmd_envs(args) -> int:
     from agentic_rl.envs import registered
 
@@ -350,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: model.path of the config)",
     )
     add_eval_arguments(p)
-    p.set_defaults(fn=_cmd_eval)
+    p.set_defaults(fn=cmd_eval)
     p = sub.add_parser("envs", help="list registered environments")
     p.set_defaults(fn=_cmd_envs)
     p = sub.add_parser(
