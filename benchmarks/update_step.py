@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import resource
 import statistics
 import time
@@ -35,12 +36,14 @@ import time
 import torch
 
 from agentic_rl.algorithms import ppo_clip_loss, token_logprobs_from_logits
+from agentic_rl.config import ModelConfig
 from agentic_rl.envs import make
 from agentic_rl.policy.chat import ChatFormat
 from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import RolloutConfig, run_episodes
-from agentic_rl.trainer.update import micro_batches, policy_gradient_update
+from agentic_rl.trainer.model_setup import with_lora
+from agentic_rl.trainer.update import LossSettings, micro_batches, policy_gradient_update
 from agentic_rl.types import Trajectory
 
 
@@ -128,32 +131,25 @@ def main() -> None:
         f"{len(trajs)} trajectories, {read} tokens read, {trained} trained; {torch.get_num_threads()} threads"
     )
     results = []
+    settings = LossSettings(micro_batch_size=args.micro_batch_size, micro_batch_tokens=2048)
     for label in ("plain", "agentic-rl", "agentic-rl LoRA"):
         model = load_model(model_dir)
         if label.endswith("LoRA"):
-            from peft import LoraConfig, get_peft_model
-
-            model = get_peft_model(
-                model,
-                LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM"),
-            )
+            model = with_lora(model, ModelConfig(lora=True, lora_rank=16, lora_alpha=32))
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=1e-7, fused=True)
         if label == "plain":
-            step = lambda: plain_update(model, optimizer, trajs, advantages, args.micro_batch_size)  # noqa: E731
+            step = functools.partial(
+                plain_update, model, optimizer, trajs, advantages, args.micro_batch_size
+            )
         else:
-            step = lambda: policy_gradient_update(
-                model,
-                optimizer,
-                trajs,
-                advantages,  # noqa: E731
-                micro_batch_size=args.micro_batch_size,
-                micro_batch_tokens=2048,
+            step = functools.partial(
+                policy_gradient_update, model, optimizer, trajs, advantages, settings
             )
         seconds = _time(step, args.repeats)
         results.append((label, seconds))
-        del model, optimizer
+        del model, optimizer, step
     base = results[0][1]
     print(f"{'update':<18} {'s/update':>9} {'vs plain':>9} {'trained tok/s':>14}")
     for label, seconds in results:

@@ -154,13 +154,14 @@ def test_user_errors_are_raised_before_any_weights_load(
     override, culprit, tmp_path, capsys, monkeypatch
 ):
     """setup() checks the env id/kwargs and resolves the model path before loading anything."""
-    import agentic_rl.trainer.recipe as recipe
+    import agentic_rl.trainer.model_setup as model_setup
+    import agentic_rl.trainer.run as run
 
     def must_not_load(*args, **kwargs):
         raise AssertionError("model or tokenizer loaded before the user error was reported")
 
-    monkeypatch.setattr(recipe, "load_model", must_not_load)
-    monkeypatch.setattr(recipe, "load_tokenizer", must_not_load)
+    monkeypatch.setattr(model_setup, "load_model", must_not_load)
+    monkeypatch.setattr(run, "load_tokenizer", must_not_load)
     rc, out, err = _main(["train", "--set", override, "--set", f"output_dir='{tmp_path}'"], capsys)
     line = _one_error_line((rc, out, err))
     assert culprit in line

@@ -21,7 +21,7 @@ from agentic_rl.trainer.distributed import (
     shard,
     trained_tokens,
 )
-from agentic_rl.trainer.update import policy_gradient_update, sft_update
+from agentic_rl.trainer.update import LossSettings, policy_gradient_update, sft_update
 
 
 def main() -> None:
@@ -44,9 +44,10 @@ def main() -> None:
         opt = DataParallelOptimizer(
             torch.optim.SGD(model.parameters(), lr=1.0), ctx, max_grad_norm=max_norm
         )
+        settings = LossSettings(micro_batch_size=2, loss_agg=loss_agg)
         metrics = data_parallel_update(
-            policy_gradient_update, model, opt, trajs, advs, micro_batch_size=2, loss_agg=loss_agg
-        )
+            policy_gradient_update, model, opt, trajs, advs, settings
+        ).metrics
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         torch.save(
             {"state": state, "metrics": metrics, "local_tokens": trained_tokens(trajs)},

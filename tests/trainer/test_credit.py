@@ -171,8 +171,8 @@ def test_credit_and_update_on_the_tiny_model(name, tiny_model_dir, tmp_path):
     """Each method's credit reaches the loss: a real gradient, finite metrics, and the recorded
     token advantages are the ones the loss used (for group methods: the credit itself)."""
     from agentic_rl.policy.model_loading import load_model
-    from agentic_rl.trainer.critic import ValueModel, hidden_size
-    from agentic_rl.trainer.recipe import Run, _credit_and_update
+    from agentic_rl.trainer.critic import Critic
+    from agentic_rl.trainer.recipe import Run, credit_and_update
     from agentic_rl.trainer.scoring import pack, score
 
     model = load_model(tiny_model_dir)
@@ -185,9 +185,14 @@ def test_credit_and_update_on_the_tiny_model(name, tiny_model_dir, tmp_path):
             full[i] = v
         trajs.append(dataclasses.replace(t, logprobs=tuple(full)))
     config = TrainConfig(algorithm=AlgorithmConfig(name=name, micro_batch_size=2))
-    critic = ValueModel(hidden_size(model), 1e-3) if name == "ppo" else None
-    run = Run(config, tmp_path, model, None, None, None, None, None, None, [], {}, critic)
-    stats, view = _credit_and_update(run, torch.optim.SGD(model.parameters(), lr=0.1), None, trajs)
+    alg = config.algorithm
+    critic = (
+        Critic(model, 1e-3, alg.gamma, alg.lam, alg.value_clip, alg.max_grad_norm)
+        if name == "ppo"
+        else None
+    )
+    run = Run(config, tmp_path, model, None, None, None, None, None, None, critic=critic)
+    stats, view = credit_and_update(run, torch.optim.SGD(model.parameters(), lr=0.1), None, trajs)
     assert stats["train/grad_norm"] > 0 and all(math.isfinite(v) for v in stats.values()), stats
     credit = assign_credit(trajs, config.algorithm)
     for i, t in enumerate(trajs):
@@ -202,7 +207,8 @@ def test_credit_and_update_on_the_tiny_model(name, tiny_model_dir, tmp_path):
     if name == "ppo":
         # V ≡ 0 at the start, γ = 1, λ = .95: GAE advantages of the last token = its reward R
         assert view[id(trajs[0])]["advantages"]["token"][11] == pytest.approx(1.0)
-        assert critic.head.linear.bias.item() != 0.0  # the value head took a step
+        # the value head took a step
+        assert critic.value_model.head.linear.bias.item() != 0.0
 
 
 @pytest.mark.parametrize("name", ["grpo", "ppo"])
@@ -210,16 +216,19 @@ def test_second_ppo_epoch_reuses_the_first_pass(name, tiny_model_dir, tmp_path):
     """ppo_epochs = 2: the second step sees a moved policy (ρ ≠ 1) with the first pass's advantages
     (and, for ppo, the first pass's values as V_old; the clipping itself: test_update_credit)."""
     from agentic_rl.policy.model_loading import load_model
-    from agentic_rl.trainer.critic import ValueModel, hidden_size
-    from agentic_rl.trainer.recipe import Run, _credit_and_update
+    from agentic_rl.trainer.critic import Critic
+    from agentic_rl.trainer.recipe import Run, credit_and_update
 
     model = load_model(tiny_model_dir)
     config = TrainConfig(
         algorithm=AlgorithmConfig(name=name, micro_batch_size=3, ppo_epochs=2, value_clip=0.01)
     )
-    critic = ValueModel(hidden_size(model), 0.5) if name == "ppo" else None
-    run = Run(config, tmp_path, model, None, None, None, None, None, None, [], {}, critic)
-    stats, view = _credit_and_update(
+    alg = config.algorithm
+    critic = (
+        Critic(model, 0.5, alg.gamma, alg.lam, 0.01, alg.max_grad_norm) if name == "ppo" else None
+    )
+    run = Run(config, tmp_path, model, None, None, None, None, None, None, critic=critic)
+    stats, view = credit_and_update(
         run, torch.optim.SGD(model.parameters(), lr=1.0), None, _batch()
     )
     assert abs(stats["train/ratio_mean"] - 1.0) > 1e-4 and math.isfinite(stats["train/loss"])

@@ -71,15 +71,19 @@ def _single_process_update(
 ) -> tuple[dict, dict]:
     from transformers import AutoModelForCausalLM
 
-    from agentic_rl.trainer.update import policy_gradient_update
+    from agentic_rl.trainer.update import LossSettings, policy_gradient_update
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     trajs = [t for g, _ in groups for t in g]
     advs = [a for _, adv in groups for a in adv]
     metrics = policy_gradient_update(
-        model, opt, trajs, advs, micro_batch_size=2, max_grad_norm=MAX_GRAD_NORM, loss_agg=loss_agg
-    )
+        model,
+        opt,
+        trajs,
+        advs,
+        LossSettings(micro_batch_size=2, max_grad_norm=MAX_GRAD_NORM, loss_agg=loss_agg),
+    ).metrics
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, metrics
 
 
@@ -185,7 +189,7 @@ def test_single_process_context_is_a_plain_step(tiny_model_dir):
     """World size 1: the wrapper is the identity around the optimizer (same update, no collectives)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from agentic_rl.trainer.update import policy_gradient_update
+    from agentic_rl.trainer.update import LossSettings, policy_gradient_update
 
     groups = _groups(AutoConfig.from_pretrained(tiny_model_dir).vocab_size)
     before = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).state_dict()
@@ -200,8 +204,8 @@ def test_single_process_context_is_a_plain_step(tiny_model_dir):
         opt,
         trajs,
         [a for _, adv in groups for a in adv],
-        micro_batch_size=2,
-    )
+        LossSettings(micro_batch_size=2),
+    ).metrics
     single, single_metrics = _single_process_update(tiny_model_dir, groups)
     for name, p in model.state_dict().items():
         torch.testing.assert_close(

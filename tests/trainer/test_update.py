@@ -10,7 +10,7 @@ import torch
 
 from agentic_rl.policy.model_loading import load_model
 from agentic_rl.trainer.scoring import pack, score
-from agentic_rl.trainer.update import policy_gradient_update, sft_update
+from agentic_rl.trainer.update import LossSettings, policy_gradient_update, sft_update
 from agentic_rl.types import StopReason, Trajectory
 
 VOCAB = 49152
@@ -105,8 +105,8 @@ def test_policy_gradient_metrics_by_hand(model):
         torch.optim.AdamW(model.parameters(), lr=1e-3),
         trajs,
         [1.0, -1.0],
-        micro_batch_size=2,
-    )
+        LossSettings(micro_batch_size=2),
+    ).metrics
     assert stats["train/tokens"] == 16.0
     assert stats["train/loss"] == pytest.approx(0.25, abs=1e-5)
     assert stats["train/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
@@ -126,8 +126,8 @@ def test_zero_advantages_leave_weights_unchanged(model):
     before = _params(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
     stats = policy_gradient_update(
-        model, optimizer, trajs, [0.0, 0.0], micro_batch_size=1, kl_coef=0.0
-    )
+        model, optimizer, trajs, [0.0, 0.0], LossSettings(micro_batch_size=1, kl_coef=0.0)
+    ).metrics
     assert stats["train/grad_norm"] == 0.0 and stats["train/loss"] == 0.0
     after = _params(model)
     assert all(torch.equal(before[k], after[k]) for k in before)
@@ -155,8 +155,12 @@ def test_micro_batch_size_does_not_change_the_policy_gradient_step(tiny_model_di
 
     def fn(model, opt, mbs):
         return policy_gradient_update(
-            model, opt, trajs, [1.0, -0.5, 0.25, 2.0], micro_batch_size=mbs, max_grad_norm=0.0
-        )
+            model,
+            opt,
+            trajs,
+            [1.0, -0.5, 0.25, 2.0],
+            LossSettings(micro_batch_size=mbs, max_grad_norm=0.0),
+        ).metrics
 
     upd1, stats1 = _sgd_step(tiny_model_dir, fn, 1)
     upd4, stats4 = _sgd_step(tiny_model_dir, fn, 4)
@@ -200,8 +204,12 @@ def test_clip_fraction_by_hand(model):
     trajs = _with_current_logprobs(model, _random_trajs([(16, 8)]), shift=[-0.3])
     before = _params(model)
     stats = policy_gradient_update(
-        model, torch.optim.SGD(model.parameters(), lr=1.0), trajs, [1.0], micro_batch_size=1
-    )
+        model,
+        torch.optim.SGD(model.parameters(), lr=1.0),
+        trajs,
+        [1.0],
+        LossSettings(micro_batch_size=1),
+    ).metrics
     assert stats["train/clip_fraction"] == pytest.approx(1.0)
     assert stats["train/ratio_mean"] == pytest.approx(math.exp(0.3), abs=1e-4)
     # L = -min(1.35 * 1, 1.2 * 1) = -1.2 per token; its gradient is 0
@@ -218,10 +226,9 @@ def test_kl_to_an_identical_reference_is_zero(model):
         torch.optim.SGD(model.parameters(), lr=0.0),
         trajs,
         [1.0],
-        micro_batch_size=1,
-        kl_coef=0.1,
+        LossSettings(micro_batch_size=1, kl_coef=0.1),
         ref_model=ref,
-    )
+    ).metrics
     assert stats["train/kl"] == pytest.approx(0.0, abs=1e-6)
 
 
@@ -229,11 +236,15 @@ def test_policy_gradient_argument_errors(model):
     trajs = _random_trajs([(16, 10)])
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="one advantage per trajectory"):
-        policy_gradient_update(model, opt, trajs, [1.0, 2.0], micro_batch_size=1)
+        policy_gradient_update(model, opt, trajs, [1.0, 2.0], LossSettings(micro_batch_size=1))
     with pytest.raises(ValueError, match="reference model"):
-        policy_gradient_update(model, opt, trajs, [1.0], micro_batch_size=1, kl_coef=0.1)
+        policy_gradient_update(
+            model, opt, trajs, [1.0], LossSettings(micro_batch_size=1, kl_coef=0.1)
+        )
     with pytest.raises(ValueError, match="no trained tokens"):
-        policy_gradient_update(model, opt, [_traj(range(3, 10), 7)], [1.0], micro_batch_size=1)
+        policy_gradient_update(
+            model, opt, [_traj(range(3, 10), 7)], [1.0], LossSettings(micro_batch_size=1)
+        )
 
 
 def test_the_recipe_optimizer_is_fused_adamw_with_the_same_update(tiny_model_dir):
@@ -337,10 +348,8 @@ def test_micro_batch_tokens_do_not_change_the_policy_gradient_or_sft_step(tiny_m
             opt,
             trajs,
             [1.0, -0.5, 0.25, 2.0],
-            micro_batch_size=8,
-            micro_batch_tokens=tokens,
-            max_grad_norm=0.0,
-        )
+            LossSettings(micro_batch_size=8, micro_batch_tokens=tokens, max_grad_norm=0.0),
+        ).metrics
 
     def sft(model, opt, tokens):
         return sft_update(

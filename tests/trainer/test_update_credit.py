@@ -11,7 +11,7 @@ import torch
 from agentic_rl.policy.model_loading import load_model
 from agentic_rl.trainer.critic import ValueModel, hidden_size
 from agentic_rl.trainer.scoring import pack, score
-from agentic_rl.trainer.update import CriticSetup, policy_gradient_update
+from agentic_rl.trainer.update import CriticSetup, LossSettings, policy_gradient_update
 from agentic_rl.types import StopReason, Trajectory
 
 
@@ -88,26 +88,26 @@ def test_loss_aggregation_modes_by_hand(model, trajs, mode, constant, expected):
         _sgd(model),
         trajs,
         [1.0, -1.0],
-        micro_batch_size=1,
-        loss_agg=mode,
-        loss_norm_constant=constant,
-    )
+        LossSettings(micro_batch_size=1, loss_agg=mode, loss_norm_constant=constant),
+    ).metrics
     assert stats["train/loss"] == pytest.approx(expected, abs=1e-5)
 
 
 def test_token_level_advantages_are_used_as_given(model, trajs):
     # b: first span A = 2, second span A = −1 (the tool span in between is not trained)
     b_adv = [0.0] * 4 + [2.0] * 3 + [0.0] * 4 + [-1.0] * 7
-    used = []
-    stats = policy_gradient_update(
-        model, _sgd(model), trajs, [0.5, b_adv], micro_batch_size=2, advantages_out=used
+    result = policy_gradient_update(
+        model, _sgd(model), trajs, [0.5, b_adv], LossSettings(micro_batch_size=2)
     )
+    stats, used = result.metrics, result.advantages
     assert used[0] == [0.0] * 10 + [0.5] * 6
     assert used[1] == b_adv
     # L = −(6*.5 + 3*2 − 7) / 16
     assert stats["train/loss"] == pytest.approx(-(3 + 6 - 7) / 16, abs=1e-5)
     with pytest.raises(ValueError, match="token advantages"):
-        policy_gradient_update(model, _sgd(model), trajs, [0.5, [1.0] * 3], micro_batch_size=1)
+        policy_gradient_update(
+            model, _sgd(model), trajs, [0.5, [1.0] * 3], LossSettings(micro_batch_size=1)
+        )
 
 
 def test_kl_as_a_reward_penalty(model, trajs):
@@ -116,19 +116,16 @@ def test_kl_as_a_reward_penalty(model, trajs):
     with torch.no_grad():
         for p in ref.parameters():
             p.add_(0.05 * torch.randn_like(p))
-    used = []
     beta = 0.5
-    stats = policy_gradient_update(
+    result = policy_gradient_update(
         model,
         _sgd(model),
         trajs[:1],
         [1.0],
-        micro_batch_size=1,
-        kl_coef=beta,
-        kl_mode="reward",
+        LossSettings(micro_batch_size=1, kl_coef=beta, kl_mode="reward"),
         ref_model=ref,
-        advantages_out=used,
     )
+    stats, used = result.metrics, result.advantages
     with torch.no_grad():
         lp, _ = score(model, pack(trajs[:1]))
         ref_lp, _ = score(ref, pack(trajs[:1]))
@@ -139,7 +136,7 @@ def test_kl_as_a_reward_penalty(model, trajs):
     assert stats["train/kl"] == pytest.approx(float(k3.mean()), abs=1e-6)
     with pytest.raises(ValueError, match="kl_mode"):
         policy_gradient_update(
-            model, _sgd(model), trajs, [1.0, 1.0], micro_batch_size=1, kl_mode="both"
+            model, _sgd(model), trajs, [1.0, 1.0], LossSettings(micro_batch_size=1, kl_mode="both")
         )
 
 
@@ -173,10 +170,10 @@ def test_critic_gae_from_a_zero_value_head(model, trajs):
     critic = CriticSetup(
         critic_model.head, critic_model.optimizer, rewards, gamma=1.0, lam=1.0, clip_eps=None
     )
-    used = []
-    stats = policy_gradient_update(
-        model, _sgd(model), trajs, None, micro_batch_size=1, critic=critic, advantages_out=used
+    result = policy_gradient_update(
+        model, _sgd(model), trajs, None, LossSettings(micro_batch_size=1), critic=critic
     )
+    stats, used = result.metrics, result.advantages
     assert used[0] == [0.0] * 10 + [1.0] * 6
     assert used[1] == [0.0] * 4 + [3.0] * 3 + [0.0] * 4 + [3.0] * 7
     assert stats["train/value_loss"] == pytest.approx(3.0, abs=1e-5)
@@ -185,7 +182,7 @@ def test_critic_gae_from_a_zero_value_head(model, trajs):
         1e-2, abs=1e-6
     )  # Adam's first step: lr·sign
     with pytest.raises(ValueError, match="advantages or a critic"):
-        policy_gradient_update(model, _sgd(model), trajs, None, micro_batch_size=1)
+        policy_gradient_update(model, _sgd(model), trajs, None, LossSettings(micro_batch_size=1))
 
 
 def test_critic_update_does_not_depend_on_the_micro_batch_size(tiny_model_dir, trajs):
@@ -204,9 +201,8 @@ def test_critic_update_does_not_depend_on_the_micro_batch_size(tiny_model_dir, t
             torch.optim.SGD(model.parameters(), lr=1.0),
             trajs,
             None,
-            micro_batch_size=mbs,
+            LossSettings(micro_batch_size=mbs, max_grad_norm=0.0),
             critic=critic,
-            max_grad_norm=0.0,
         )
         updates.append({k: v.detach() - before[k] for k, v in model.named_parameters()})
     assert max(float(u.abs().max()) for u in updates[0].values()) > 1e-5
@@ -227,16 +223,10 @@ def test_later_epoch_clips_the_value_loss_around_old_values(model, trajs):
         clip_eps=0.2,
         old_values=old,
     )
-    used = []
-    stats = policy_gradient_update(
-        model,
-        _sgd(model),
-        trajs,
-        [1.0, 1.0],
-        micro_batch_size=2,
-        critic=critic,
-        advantages_out=used,
+    result = policy_gradient_update(
+        model, _sgd(model), trajs, [1.0, 1.0], LossSettings(micro_batch_size=2), critic=critic
     )
+    stats, used = result.metrics, result.advantages
     assert stats["train/value_loss"] == pytest.approx(0.32, abs=1e-6)
     assert stats["train/value_clip_fraction"] == pytest.approx(1.0)
     assert head.head.linear.bias.item() == 0.0 and used[0][10:] == [1.0] * 6

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from agentic_rl.policy.model_loading import load_model
-from agentic_rl.trainer.update import deduplicate, policy_gradient_update
+from agentic_rl.trainer.update import LossSettings, deduplicate, policy_gradient_update
 from agentic_rl.types import StopReason, Trajectory
 
 VOCAB = 49152
@@ -78,20 +78,12 @@ def test_gradient_and_metrics_equal_training_every_copy(tiny_model_dir, loss_agg
                 }
             )
         )
-        out: list = []
-        stats.append(
-            policy_gradient_update(
-                model,
-                optimizer,
-                trajs,
-                advantages,
-                micro_batch_size=2,
-                loss_agg=loss_agg,
-                advantages_out=out,
-            )
+        result = policy_gradient_update(
+            model, optimizer, trajs, advantages, LossSettings(micro_batch_size=2, loss_agg=loss_agg)
         )
+        stats.append(result.metrics)
         grads.append(captured)
-        used.append(out)
+        used.append(result.advantages)
     assert stats[0]["train/rows_trained"] == 3 and stats[1]["train/rows_trained"] == 5
     assert grads[0] and grads[0].keys() == grads[1].keys()
     for k in grads[1]:

@@ -13,7 +13,7 @@ from agentic_rl.envs import make
 from agentic_rl.policy.hf import HFPolicy
 from agentic_rl.policy.model_loading import load_model
 from agentic_rl.rollout import RolloutConfig, run_episodes
-from agentic_rl.trainer.update import policy_gradient_update, sft_update
+from agentic_rl.trainer.update import LossSettings, policy_gradient_update, sft_update
 
 
 @pytest.fixture()
@@ -47,15 +47,14 @@ def trajectories(model, chat):
 def test_policy_gradient_on_segments_has_the_right_masks_and_ratios(model, trajectories):
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
     advantages = [1.0, -1.0, 0.5]
-    used: list = []
-    stats = policy_gradient_update(
+    result = policy_gradient_update(
         model,
         torch.optim.SGD(model.parameters(), lr=1e-2),
         trajectories,
         advantages,
-        micro_batch_size=2,
-        advantages_out=used,
+        LossSettings(micro_batch_size=2),
     )
+    stats, used = result.metrics, result.advantages
     sampled = sum(sum(t.loss_mask[1:]) for t in trajectories)
     assert stats["train/tokens"] == float(sampled)
     # the recorded logprobs are the trainer's own, segment by segment: ratio 1, nothing clipped
@@ -87,15 +86,13 @@ def test_critic_gae_runs_over_every_segment_of_a_trajectory(model, trajectories)
 
     rewards = [[0.0] * (len(t.token_ids) - 1) + [1.0] for t in trajectories]
     head = ValueModel(hidden_size(model), lr=1e-2)
-    used: list = []
-    policy_gradient_update(
+    used = policy_gradient_update(
         model,
         torch.optim.SGD(model.parameters(), lr=0.0),
         trajectories,
         None,
-        micro_batch_size=2,
+        LossSettings(micro_batch_size=2),
         critic=CriticSetup(head.head, head.optimizer, rewards, gamma=1.0, lam=1.0),
-        advantages_out=used,
-    )
+    ).advantages
     for t, row in zip(trajectories, used):
         assert row == [1.0 if m and i > 0 else 0.0 for i, m in enumerate(t.loss_mask)]

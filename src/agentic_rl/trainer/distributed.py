@@ -32,7 +32,8 @@ Launch (each rank runs the same script; torchrun sets RANK, WORLD_SIZE, MASTER_A
 
 and in the script: ``ctx = init_distributed()``, ``broadcast_parameters(model)``,
 ``optimizer = DataParallelOptimizer(torch.optim.AdamW(...), ctx, max_grad_norm=1.0)``, take
-this rank's groups with :func:`shard`, call ``data_parallel_update(policy_gradient_update, …)``.
+this rank's groups with :func:`shard`, call
+``data_parallel_update(policy_gradient_update, model, optimizer, trajectories, advantages, settings)``.
 ``agentic-rl train`` does all of this when launched by torchrun (:mod:`agentic_rl.trainer.scale`);
 ``docs/scale_out.md`` says what was tested here and what was not.
 """
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import torch
@@ -133,9 +134,10 @@ class DataParallelOptimizer:
     """An optimizer whose ``step`` first averages gradients across ranks, token-weighted.
 
     Call :meth:`set_local_tokens` with this rank's normaliser count n_r (trained tokens, or
-    trajectories for the sequence-mean losses) before the step (``data_parallel_update`` does it). ``step`` then sets every gradient to
-    Σ_r (n_r / N) g_r (module docstring), clips it to ``max_grad_norm`` by its global L2 norm,
-    and steps the wrapped optimizer. Parameters without a gradient on a rank count as zero.
+    trajectories for the sequence-mean losses) before the step (``data_parallel_update`` does
+    it). ``step`` then sets every gradient to Σ_r (n_r / N) g_r (module docstring), clips it to
+    ``max_grad_norm`` by its global L2 norm, and steps the wrapped optimizer. Parameters
+    without a gradient on a rank count as zero.
 
     Args:
         optimizer: the wrapped optimizer (e.g. AdamW), identical on every rank.
@@ -239,38 +241,68 @@ def normalizer_count(trajectories: Sequence[Any], loss_agg: str = "token-mean") 
 
 
 def data_parallel_update(
-    update: Callable[..., dict[str, float]],
+    update: Callable[..., Any],
     model: torch.nn.Module,
     optimizer: DataParallelOptimizer,
     trajectories: Sequence[Any],
     *args: Any,
     **kwargs: Any,
-) -> dict[str, float]:
+) -> Any:
     """Run a single-process update on this rank's trajectories, with the cross-rank sync in its step.
 
-    ``update`` is :func:`~agentic_rl.trainer.update.policy_gradient_update` or ``sft_update``;
-    it is called with ``max_grad_norm=0`` because clipping happens in the wrapped optimizer,
-    on the synchronised gradient. A rank with no trained tokens skips the local update but still
-    joins the all-reduce (with weight 0), so no rank waits forever.
+    ``update`` is :func:`~agentic_rl.trainer.update.policy_gradient_update` (its
+    :class:`~agentic_rl.trainer.update.LossSettings` among ``args``/``kwargs``) or
+    ``sft_update`` (keyword ``max_grad_norm``, ``loss_agg`` token-mean); it runs with
+    ``max_grad_norm = 0`` because clipping happens in the wrapped optimizer, on the
+    synchronised gradient. A rank with no trained tokens skips the local update but still joins
+    the all-reduce (with weight 0), so no rank waits forever.
 
     Returns:
-        the update's metrics, averaged over ranks: ``train/loss`` weighted by n_r, per-token
-        metrics by trained tokens; ``train/tokens`` is the global token count and
-        ``train/grad_norm`` the global norm before clipping.
+        what ``update`` returns (a metrics dict, or an ``UpdateResult`` whose ``metrics`` are
+        replaced; a rank that trained nothing gets ``UpdateResult.untrained``), with the metrics
+        averaged over ranks: ``train/loss`` weighted by n_r, per-token metrics by trained
+        tokens; ``train/tokens`` is the global token count and ``train/grad_norm`` the global
+        norm before clipping.
 
     Raises:
         ValueError: no rank has a trained token (same as the single-process update).
     """
+    from agentic_rl.trainer.update import LossSettings, UpdateResult
+
     kwargs.pop("max_grad_norm", None)
+    settings = next((a for a in [*args, *kwargs.values()] if isinstance(a, LossSettings)), None)
+    if settings is not None:  # clipping happens in the wrapped optimizer
+        args = tuple(replace(a, max_grad_norm=0.0) if a is settings else a for a in args)
+        kwargs = {
+            k: replace(v, max_grad_norm=0.0) if v is settings else v for k, v in kwargs.items()
+        }
+    else:
+        kwargs["max_grad_norm"] = 0.0
     tokens = trained_tokens(trajectories)
-    count = normalizer_count(trajectories, kwargs.get("loss_agg", "token-mean"))
+    loss_agg = settings.loss_agg if settings is not None else kwargs.get("loss_agg", "token-mean")
+    count = normalizer_count(trajectories, loss_agg)
     optimizer.set_local_tokens(count)
-    metrics: dict[str, float] = {}
+    result: Any = None
     if tokens > 0:
-        metrics = update(model, optimizer, trajectories, *args, max_grad_norm=0.0, **kwargs)
+        result = update(model, optimizer, trajectories, *args, **kwargs)
     else:
         optimizer.step()  # zero gradient, but counted in N and part of the collective
         optimizer.zero_grad()
+        result = UpdateResult.untrained(trajectories) if settings is not None else {}
+    metrics = result.metrics if isinstance(result, UpdateResult) else result
+    out = _rank_mean(metrics, count, tokens, optimizer)
+    return replace(result, metrics=out) if isinstance(result, UpdateResult) else out
+
+
+def _rank_mean(
+    metrics: dict[str, float], count: int, tokens: int, optimizer: DataParallelOptimizer
+) -> dict[str, float]:
+    """``metrics`` averaged over ranks: ``train/loss`` weighted by the normaliser count n_r,
+    the others by trained tokens; ``train/tokens`` summed, ``train/grad_norm`` the global norm.
+
+    Raises:
+        ValueError: no rank has a trained token.
+    """
     keys = _agree_on_keys(
         sorted(k for k in metrics if k not in ("train/tokens", "train/grad_norm")), optimizer.ctx
     )

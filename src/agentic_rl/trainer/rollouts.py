@@ -1,0 +1,129 @@
+"""The rollouts of one RL step: task seeds, G episodes of each task from the same seed, the rubric.
+
+A step draws ``tasks_per_step`` tasks (``algorithm.task_sampling``: sequential seeds or the task
+pool's), rolls out ``group_size`` episodes of each through the rollout engine
+(:func:`agentic_rl.rollout.run_episodes`) and scores them with the env's rubric; with
+``algorithm.dynamic_sampling`` it samples more rounds until enough informative groups are found
+(:func:`agentic_rl.trainer.sampling.sample_with_refill`). Under torchrun each rank rolls out its
+own share of the tasks (whole groups).
+"""
+
+from __future__ import annotations
+
+from agentic_rl.rollout import run_episodes
+from agentic_rl.trainer.evaluation import is_success
+from agentic_rl.trainer.run import Run, env_kwargs
+from agentic_rl.trainer.sampling import TRAIN_SEED_SPAN, SampledBatch, sample_with_refill
+from agentic_rl.types import Trajectory
+
+__all__ = ["groups_needed", "sample_step", "sampling_metrics"]
+
+
+def _rollout_round(
+    run: Run, step: int, round_index: int, task_seeds: list[int]
+) -> list[Trajectory]:
+    """Sample and score G rollouts of each task of one round (envs closed afterwards)."""
+    cfg = run.config
+    ranks = run.ranks
+    seeds = [s for s in task_seeds for _ in range(cfg.algorithm.group_size)]
+    envs = [run.scale.make_env(cfg.env.id, **env_kwargs(run)) for _ in seeds]
+    # per-episode sampling seeds: the same step samples the same tokens after a resume (one per rank)
+    sample_seed = (
+        (cfg.seed * 1_000_003 + step) * ranks.world_size + ranks.rank + round_index * 1_000_000_007
+    )
+    try:
+        trajectories = (
+            run_episodes(
+                run.policy,
+                run.chat,
+                envs,
+                seeds,
+                [f"rl-{step}-{s}" for s in seeds],
+                cfg.rollout,
+                sample_seed=sample_seed,
+                # threads stepping envs: one per env worker, so remote steps overlap
+                env_workers=max(4, cfg.scale.num_env_workers),
+            )
+            if seeds
+            else []
+        )
+        run.policy.clear_cache()  # the round's episodes are over: free their KV
+        rubric = envs[0].rubric(cfg.reward) if envs else None
+        return [rubric.apply(t) for t in trajectories]
+    finally:
+        for env in envs:
+            env.close()
+
+
+def _task_seeds(run: Run, step: int, round_index: int, n: int, exclude: list[int]) -> list[int]:
+    """The task seeds of one sampling round: sequential (``task_sampling = "sequential"``) or the
+    task pool's."""
+    cfg = run.config
+    alg = cfg.algorithm
+    if (
+        alg.task_sampling == "sequential"
+    ):  # refill rounds take seeds from the upper half of the range
+        first = (
+            cfg.env.train_seed_start + step * alg.tasks_per_step
+            if round_index == 0
+            else cfg.env.train_seed_start
+            + TRAIN_SEED_SPAN // 2
+            + (step * alg.max_sample_rounds + round_index) * n
+        )
+        return run.ranks.shard([first + j for j in range(n)])
+    return run.task_pool.draw(n, exclude)
+
+
+def groups_needed(run: Run) -> int:
+    """The groups this rank trains on per step: its contiguous share of ``tasks_per_step``."""
+    return len(run.ranks.shard(list(range(run.config.algorithm.tasks_per_step))))
+
+
+def sample_step(run: Run, step: int) -> SampledBatch:
+    """The scored rollouts of RL step ``step`` on this rank (dynamic sampling with refill when
+    on); the task pool (if any) learns each level's success rate from them."""
+    alg = run.config.algorithm
+    needed = groups_needed(run)
+    per_round = (
+        (alg.rollout_tasks or alg.tasks_per_step) if alg.dynamic_sampling else alg.tasks_per_step
+    )
+    if alg.task_sampling != "sequential":  # under torchrun: this rank's share of each round
+        per_round = len(run.ranks.shard(list(range(per_round))))
+    drawn: list[int] = []
+
+    def one_round(r: int) -> list[Trajectory]:
+        seeds = _task_seeds(run, step, r, per_round, drawn)
+        drawn.extend(seeds)
+        return _rollout_round(run, step, r, seeds)
+
+    batch = (
+        sample_with_refill(
+            one_round,
+            groups_needed=max(needed, 1),
+            max_rounds=alg.max_sample_rounds,
+            dynamic=alg.dynamic_sampling,
+        )
+        if needed
+        else SampledBatch([], [], 0, 0, 0)
+    )
+    if run.task_pool is not None:
+        run.task_pool.update(batch.all, is_success)
+    return batch
+
+
+def sampling_metrics(run: Run, batch: SampledBatch) -> dict[str, float]:
+    """``rollout/*`` counts of the step's sampling (groups sampled, informative, trained, short)
+    and, with difficulty sampling, ``pool/accept/<level>`` acceptance rates."""
+    trained = len({t.group_id for t in batch.train})
+    out = {
+        "rollout/groups_sampled": batch.groups_sampled,
+        "rollout/groups_informative": batch.groups_informative,
+        "rollout/informative_share": batch.groups_informative / max(batch.groups_sampled, 1),
+        "rollout/sample_rounds": batch.rounds,
+        "rollout/groups_trained": trained,
+        "rollout/groups_shortfall": max(groups_needed(run) - trained, 0),
+    }
+    pool = run.task_pool
+    if pool is not None and run.config.algorithm.task_sampling == "difficulty":
+        out.update({f"pool/accept/{lv}": pool.acceptance(lv) for lv in sorted(pool.counts)})
+    return out

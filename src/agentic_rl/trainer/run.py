@@ -1,0 +1,259 @@
+"""A training run's state and its set-up: what the recipe (:mod:`agentic_rl.trainer.recipe`) holds.
+
+:func:`validate` checks what a config names before any work; :func:`setup` loads the model
+(:mod:`agentic_rl.trainer.model_setup`), the sampling policy and the run's logs into a typed
+:class:`Run`. The env constructor arguments (:func:`env_kwargs`, :func:`permission_kwargs`),
+the trajectory store (:func:`store`), the RL task pool (:func:`make_task_pool`) and the loss
+settings of the policy-gradient steps (:func:`loss_settings`) are read off the run here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentic_rl.config import TrainConfig
+from agentic_rl.envs import accepts, make
+from agentic_rl.errors import ConfigError
+from agentic_rl.policy.base import Policy
+from agentic_rl.policy.chat import ChatFormat
+from agentic_rl.policy.fast import make_policy_from_config
+from agentic_rl.policy.model_loading import load_tokenizer, resolve_model_dir
+from agentic_rl.trainer.credit import ALGORITHMS
+from agentic_rl.trainer.critic import Critic
+from agentic_rl.trainer.model_setup import trainable_model
+from agentic_rl.trainer.ranks import Ranks
+from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trainer.sampling import TaskPool
+from agentic_rl.trainer.scale import NullMetricsLog, ScaleOut, check_scale
+from agentic_rl.trainer.tracking import run_metrics_log
+from agentic_rl.trainer.update import LossSettings
+from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore, trajectory_to_record
+from agentic_rl.types import Trajectory
+
+__all__ = [
+    "Run",
+    "env_kwargs",
+    "loss_settings",
+    "make_task_pool",
+    "permission_kwargs",
+    "replay_kwargs",
+    "setup",
+    "store",
+    "validate",
+]
+
+
+@dataclass
+class Run:
+    """Everything one training run holds (built by :func:`setup`).
+
+    Attributes:
+        config: the resolved config. run_dir: the run directory.
+        model: the trainable HF causal LM (a peft model with LoRA).
+        tokenizer: its tokenizer. chat: its chat template.
+        policy: the rollout sampler over ``model`` (``model.sampler``: FastPolicy or HFPolicy).
+        sampler: the generator of the sampler's random draws (checkpointed).
+        metrics: ``RUN_DIR/metrics.jsonl`` (and trackers) on rank 0; writes nothing elsewhere.
+        store: the run's trajectory store on rank 0; None elsewhere.
+        scale: where the envs live (:class:`~agentic_rl.trainer.scale.ScaleOut`) and the rank.
+        evals: the eval rows so far. timings: seconds per phase (``summary.json``).
+        critic: PPO's critic (:class:`~agentic_rl.trainer.critic.Critic`); None for critic-free
+            methods.
+        task_pool: where RL task seeds come from; None for ``task_sampling = "sequential"``.
+    """
+
+    config: TrainConfig
+    run_dir: Path
+    model: torch.nn.Module
+    tokenizer: Any  # transformers.PreTrainedTokenizerBase
+    chat: ChatFormat
+    policy: Policy
+    sampler: torch.Generator
+    metrics: MetricsLog | NullMetricsLog
+    store: TrajectoryStore | None
+    scale: ScaleOut = field(default_factory=ScaleOut)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    critic: Critic | None = None
+    task_pool: TaskPool | None = None
+
+    @property
+    def ranks(self) -> Ranks:
+        """This process's data-parallel ranks (collectives that do nothing on one process)."""
+        return Ranks(self.scale.ctx)
+
+
+def validate(config: TrainConfig) -> Path:
+    """Check what the config names before any work: env id and kwargs, model path.
+
+    Returns:
+        the resolved model directory.
+
+    Raises:
+        UnknownEnvError: ``env.id`` is not registered.
+        ConfigError: the env rejects ``env.kwargs`` or ``warmup.env_kwargs``; ``[scale]`` names
+            an unreachable Ray cluster (see :func:`~agentic_rl.trainer.scale.check_scale`).
+        ModelNotFoundError: ``model.path`` does not exist.
+    """
+    base = {**permission_kwargs(config), **config.env.kwargs}
+    for section, kwargs in (
+        ("env.kwargs", base),
+        ("warmup.env_kwargs", {**base, **config.warmup.env_kwargs}),
+    ):
+        try:
+            make(config.env.id, **kwargs).close()
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{section} rejected by {config.env.id}: {exc}") from None
+    if config.algorithm.name not in ALGORITHMS:
+        raise ConfigError(
+            f"algorithm.name: unknown algorithm {config.algorithm.name!r}; "
+            f"known: {', '.join(sorted(ALGORITHMS))}"
+        )
+    check_scale(config)
+    return resolve_model_dir(config.model.path)
+
+
+def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> Run:
+    """Load the model (LoRA and gradient checkpointing as configured) and open the run's logs
+    (on rank 0 only; under torchrun the other ranks take rank 0's initial weights).
+
+    Raises:
+        UnknownEnvError: ``env.id`` is not registered (checked before the model loads).
+        ModelNotFoundError: ``model.path`` does not exist.
+    """
+    model_dir = validate(config)
+    if config.model.num_threads:
+        torch.set_num_threads(config.model.num_threads)
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    tokenizer = load_tokenizer(model_dir)
+    model = trainable_model(model_dir, config.model)
+    scale = scale or ScaleOut()
+    ranks = Ranks(scale.ctx)
+    ranks.broadcast_parameters(model)
+    chat = ChatFormat(tokenizer)
+    sampler = torch.Generator().manual_seed(config.seed)
+    policy = make_policy_from_config(
+        model, config.model, chat.eos_token_id, tokenizer.pad_token_id, generator=sampler
+    )
+    metrics = ranks.metrics_log(
+        lambda: run_metrics_log(run_dir, config.tracking, config=dataclasses.asdict(config))
+    )
+    trajectories = TrajectoryStore(run_dir / RUN_STORE_DIRNAME) if ranks.is_main else None
+    return Run(
+        config, run_dir, model, tokenizer, chat, policy, sampler, metrics, trajectories, scale
+    )
+
+
+def permission_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """``{"permissions": <[tools.permissions] table>}`` when that table is set, else ``{}``.
+
+    Raises:
+        ConfigError: the table is set but the env takes no ``permissions`` argument.
+    """
+    if not config.tools.permissions:
+        return {}
+    if not accepts(config.env.id, "permissions"):
+        raise ConfigError(
+            f"tools.permissions is set, but env {config.env.id!r} takes no 'permissions' argument"
+        )
+    return {"permissions": config.tools.permissions}
+
+
+def env_kwargs(run: Run, **extra: Any) -> dict[str, Any]:
+    """Constructor arguments of the run's envs: ``[tools.permissions]`` (as ``permissions``),
+    ``env.kwargs``, ``extra``, and, for envs that take them, the run's audit log
+    (``RUN_DIR/audit.jsonl``) and run id."""
+    kwargs = {**permission_kwargs(run.config), **run.config.env.kwargs, **extra}
+    if accepts(run.config.env.id, "audit_path"):
+        kwargs.setdefault("audit_path", str(run.run_dir / "audit.jsonl"))
+    if accepts(run.config.env.id, "run_id"):
+        kwargs.setdefault("run_id", run.run_dir.name)
+    return kwargs
+
+
+def replay_kwargs(run: Run, **extra: Any) -> dict[str, Any]:
+    """The env kwargs stored with each trajectory so replay can rebuild its env (no audit path)."""
+    return {k: v for k, v in env_kwargs(run, **extra).items() if k not in ("audit_path", "run_id")}
+
+
+def store(
+    run: Run, trajectories: list[Trajectory], env_extra: dict[str, Any] | None = None, **extra: Any
+) -> None:
+    """Append one batch (one Parquet shard) with the run id and the env kwargs replay needs."""
+    if run.store is None:  # ranks > 0 write nothing
+        return
+    kwargs = replay_kwargs(run, **(env_extra or {}))
+    run.store.append(
+        [
+            trajectory_to_record(t, run_id=run.run_dir.name, env_kwargs=kwargs, **extra)
+            for t in trajectories
+        ]
+    )
+
+
+def make_task_pool(run: Run) -> TaskPool | None:
+    """The run's task pool (None for ``task_sampling = "sequential"``); a candidate's level is read
+    from a fresh env's reset info (``info["level"]``); an env without levels is probed once."""
+    cfg = run.config
+    if cfg.algorithm.task_sampling == "sequential":
+        return None
+    # an env whose reset info has no "level" is one level: probed once, then never again
+    leveled = [True]
+
+    def level_of(seed: int) -> str:
+        if not leveled[0]:
+            return ""
+        env = make(cfg.env.id, **replay_kwargs(run))
+        try:
+            level = env.reset(seed=seed)[1].get("level")
+        finally:
+            env.close()
+        leveled[0] = level is not None
+        return "" if level is None else str(level)
+
+    ranks = run.ranks
+    return TaskPool(
+        seed=cfg.seed * max(ranks.world_size, 1) + ranks.rank,
+        seed_start=cfg.env.train_seed_start,
+        difficulty=cfg.algorithm.task_sampling == "difficulty",
+        level_of=level_of,
+    )
+
+
+def make_critic(run: Run) -> Critic | None:
+    """PPO's critic on the run's model (methods in ``CRITIC_ALGORITHMS``), else None."""
+    from agentic_rl.trainer.credit import CRITIC_ALGORITHMS
+
+    alg = run.config.algorithm
+    if alg.name not in CRITIC_ALGORITHMS:
+        return None
+    return Critic(run.model, alg.value_lr, alg.gamma, alg.lam, alg.value_clip, alg.max_grad_norm)
+
+
+def loss_settings(config: TrainConfig) -> LossSettings:
+    """The :class:`~agentic_rl.trainer.update.LossSettings` of the run's policy-gradient steps
+    (first PPO epoch); ``loss_norm_constant`` 0 becomes the generation budget
+    ``rollout.max_turns × rollout.max_new_tokens``, ``dual_clip`` 0 becomes None (off)."""
+    alg, rollout = config.algorithm, config.rollout
+    return LossSettings(
+        micro_batch_size=alg.micro_batch_size,
+        micro_batch_tokens=alg.micro_batch_tokens,
+        clip_eps_low=alg.clip_eps_low,
+        clip_eps_high=alg.clip_eps_high,
+        dual_clip=alg.dual_clip or None,
+        kl_coef=alg.kl_coef,
+        kl_estimator=alg.kl_estimator,
+        kl_mode=alg.kl_mode,
+        temperature=rollout.temperature,
+        max_grad_norm=alg.max_grad_norm,
+        loss_agg=alg.loss_agg,
+        loss_norm_constant=alg.loss_norm_constant or rollout.max_turns * rollout.max_new_tokens,
+        gamma=alg.gamma,
+    )
