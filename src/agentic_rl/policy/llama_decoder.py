@@ -361,26 +361,32 @@ class SlotLlamaDecoder:
             q = qk[:, :nh]
             self.keys[li].view(-1, d).index_copy_(0, flat_idx, qk[:, nh:].reshape(-1, d))
             self.values[li].view(-1, d).index_copy_(0, flat_idx, qkv[:, nh + nkv :].reshape(-1, d))
-            outs = []
-            for lo, hi, sl, kv_len, valid, mask in runs:
-                keys, values = self.keys[li][sl, :, :kv_len], self.values[li][sl, :, :kv_len]
-                if valid is None:  # one token per row: [R, nh, 1, d]
-                    att = F.scaled_dot_product_attention(
-                        q[lo:hi, :, None], keys, values, attn_mask=mask, enable_gqa=True
-                    )
-                    outs.append(att.reshape(hi - lo, nh * d))
-                else:  # padded to the run's longest row: [R, nh, T, d]
-                    qp = q.new_zeros((*valid.shape, nh, d))
-                    qp[valid] = q[lo:hi]
-                    att = F.scaled_dot_product_attention(
-                        qp.transpose(1, 2), keys, values, attn_mask=mask, enable_gqa=True
-                    )
-                    outs.append(att.transpose(1, 2)[valid].reshape(hi - lo, nh * d))
-            h = h + o_proj(outs[0] if len(outs) == 1 else torch.cat(outs)).to(h.dtype)
+            h = h + o_proj(self._attend(li, q, runs)).to(h.dtype)
             gate, up = gate_up_proj(_rms(layer.post_attention_layernorm, h)).chunk(2, dim=-1)
             h = h + down_proj(layer.mlp.act_fn(gate) * up).to(h.dtype)
         last = torch.tensor([s + t - 1 for s, t in zip(starts, lens)], device=dev)
         return self._head(_rms(self.base.model.norm, h[last])).float()
+
+    def _attend(self, li: int, q: torch.Tensor, runs: list[tuple]) -> torch.Tensor:
+        """Attention of layer ``li``'s packed queries ``q`` ``[N, nh, d]`` over its KV cache, one
+        run of :meth:`_attention_runs` at a time; ``[N, nh * d]`` in packed token order."""
+        nh, d = self.num_heads, self.head_dim
+        outs = []
+        for lo, hi, sl, kv_len, valid, mask in runs:
+            keys, values = self.keys[li][sl, :, :kv_len], self.values[li][sl, :, :kv_len]
+            if valid is None:  # one token per row: [R, nh, 1, d]
+                att = F.scaled_dot_product_attention(
+                    q[lo:hi, :, None], keys, values, attn_mask=mask, enable_gqa=True
+                )
+                outs.append(att.reshape(hi - lo, nh * d))
+            else:  # padded to the run's longest row: [R, nh, T, d]
+                qp = q.new_zeros((*valid.shape, nh, d))
+                qp[valid] = q[lo:hi]
+                att = F.scaled_dot_product_attention(
+                    qp.transpose(1, 2), keys, values, attn_mask=mask, enable_gqa=True
+                )
+                outs.append(att.transpose(1, 2)[valid].reshape(hi - lo, nh * d))
+        return outs[0] if len(outs) == 1 else torch.cat(outs)
 
     def _attention_runs(
         self, first_slot: int, lens: list[int], ends: list[int], starts: list[int]

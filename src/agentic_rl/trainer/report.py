@@ -27,7 +27,6 @@ import base64
 import html
 import io
 import json
-import logging
 import math
 import os
 from pathlib import Path
@@ -37,9 +36,29 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-logger = logging.getLogger(__name__)
+from agentic_rl.trainer.report_data import (
+    EvalCounts,
+    EvalOutcomes,
+    Row,
+    as_number,
+    eval_counts,
+    eval_outcomes,
+    load_metrics,
+    store_rows,
+)
 
-Row = dict[str, Any]
+# the run-data readers are re-exported: they were first defined here
+__all__ = [
+    "EvalCounts",
+    "EvalOutcomes",
+    "eval_counts",
+    "eval_outcomes",
+    "load_metrics",
+    "render_report",
+    "store_rows",
+    "write_report",
+]
+
 NO_DATA = '<p class="nodata">no data</p>'
 
 _CSS = """
@@ -53,44 +72,14 @@ pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
 """
 
 
-def _number(value: Any) -> float | None:
-    """``value`` as a float, or None when it is not a number (bools count as 0/1)."""
-    if isinstance(value, (int, float)):
-        return float(value)
-    return None
-
-
-def load_metrics(path: Path) -> list[Row]:
-    """Read a ``metrics.jsonl`` file; a missing file gives [], bad lines are skipped.
-
-    Raises:
-        OSError: the file exists but cannot be read.
-    """
-    if not path.is_file():
-        return []
-    rows = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                logger.warning("%s:%d: skipping a line that is not JSON", path, number)
-                continue
-            if isinstance(row, dict):
-                rows.append(row)
-    return rows
-
-
 def _series(rows: list[Row], key: str) -> tuple[list[float], list[float]]:
     """(steps, values) of ``key`` over ``rows`` that have both a numeric step and value."""
     xs, ys = [], []
     for i, row in enumerate(rows):
-        y = _number(row.get(key))
+        y = as_number(row.get(key))
         if y is None:
             continue
-        x = _number(row.get("step"))
+        x = as_number(row.get("step"))
         xs.append(float(i) if x is None else x)
         ys.append(y)
     return xs, ys
@@ -102,7 +91,7 @@ def _keys_with_prefix(rows: list[Row], prefix: str) -> list[str]:
         k: None
         for row in rows
         for k, v in row.items()
-        if k.startswith(prefix) and _number(v) is not None
+        if k.startswith(prefix) and as_number(v) is not None
     }
     return list(found)
 
@@ -152,74 +141,11 @@ def _eval_label(row: Row, index: int) -> str:
     return f"#{index}" if step is None else f"step {step}"
 
 
-#: tag -> {held-out task seed -> (level or None, success)}
-EvalOutcomes = dict[str, dict[int, tuple[str | None, bool]]]
-
-
-def eval_outcomes(run_dir: Path) -> EvalOutcomes:
-    """Per-task held-out outcomes by eval tag (in evaluation order) from ``RUN_DIR/trajectories/``.
-
-    Success is :func:`agentic_rl.trainer.evaluation.is_success` and not ``failed`` (as in
-    :func:`~agentic_rl.trainer.evaluation.summarize`); the level is the trajectory info's
-    ``level`` (None when absent). A task evaluated twice under one tag (a resumed run) keeps
-    its last record. No store gives {}.
-    """
-    from agentic_rl.trainer.evaluation import is_success
-    from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore, trajectory_from_record
-
-    path = Path(run_dir) / RUN_STORE_DIRNAME
-    if not path.is_dir():
-        return {}
-    outcomes: EvalOutcomes = {}
-    for record in TrajectoryStore(path, read_only=True).read(phase="eval"):
-        t = trajectory_from_record(record)
-        level = t.info.get("level")
-        outcomes.setdefault(str(record.get("tag")), {})[t.seed] = (
-            None if level is None else str(level),
-            is_success(t) and not t.failed,
-        )
-    return outcomes
-
-
-#: tag -> {"eval/success" or "eval/success/<level>": (successes, n)}
-EvalCounts = dict[str, dict[str, tuple[int, int]]]
-
-
-def eval_counts(run_dir: Path) -> EvalCounts:
-    """Successes and tasks per eval tag, overall (``eval/success``) and per level
-    (``eval/success/<level>``): the metric keys of the eval rows. From :func:`eval_outcomes`;
-    when ``config.toml`` has ``eval.size``, the entry ``"*": {"eval/success": (-1, size)}`` gives
-    the overall n of any tag missing from the store (its successes come from the row's rate)."""
-    counts: EvalCounts = {}
-    for tag, tasks in eval_outcomes(run_dir).items():
-        cells = counts.setdefault(
-            tag, {"eval/success": (sum(ok for _, ok in tasks.values()), len(tasks))}
-        )
-        for level in {lv for lv, _ in tasks.values() if lv is not None}:
-            items = [ok for lv, ok in tasks.values() if lv == level]
-            cells[f"eval/success/{level}"] = (sum(items), len(items))
-    size = _eval_size(run_dir / "config.toml")
-    if size:
-        counts.setdefault("*", {"eval/success": (-1, size)})  # any tag: n only
-    return counts
-
-
-def _eval_size(path: Path) -> int | None:
-    """``[eval] size`` of a resolved config file, or None."""
-    import tomllib
-
-    try:
-        size = tomllib.loads(path.read_text(encoding="utf-8")).get("eval", {}).get("size")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return size if isinstance(size, int) and size > 0 else None
-
-
 def _interval(row: Row, key: str, counts: EvalCounts) -> tuple[float, float] | None:
     """95 % Wilson interval of ``row[key]`` (a success rate) when its n is known and agrees."""
     from agentic_rl.trainer.stats import wilson_interval
 
-    value = _number(row.get(key))
+    value = as_number(row.get(key))
     if value is None:
         return None
     cell = counts.get(str(row.get("tag")), {}).get(key)
@@ -239,7 +165,9 @@ def _eval_plot(evals: list[Row], counts: EvalCounts) -> str:
     fig, drew = Figure(figsize=(9, 4)), False
     ax = fig.subplots()
     for j, key in enumerate(keys):
-        points = [(i, _number(r.get(key)), _interval(r, key, counts)) for i, r in enumerate(evals)]
+        points = [
+            (i, as_number(r.get(key)), _interval(r, key, counts)) for i, r in enumerate(evals)
+        ]
         points = [(i + 0.04 * j, y, ci or (y, y)) for i, y, ci in points if y is not None]
         if points:
             drew = True
@@ -363,42 +291,6 @@ def _config_section(path: Path) -> str:
     return f"<pre>{html.escape(text)}</pre>" if text.strip() else NO_DATA
 
 
-def store_rows(run_dir: Path) -> list[Row]:
-    """Per-RL-step rows computed from the trajectory store (``RUN_DIR/trajectories/``).
-
-    Each row has ``step`` and: ``stop/<reason>`` (fraction of the step's episodes ending so),
-    ``tools/calls_per_episode``, ``tools/error_rate`` (failed tool results / all results),
-    ``length/generated_tokens`` and ``length/total_tokens`` (means per episode). No store
-    gives [].
-    """
-    from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore
-
-    path = Path(run_dir) / RUN_STORE_DIRNAME
-    if not path.is_dir():
-        return []
-    records = TrajectoryStore(path, read_only=True).read(phase="rl")
-    by_step: dict[int, list[dict[str, Any]]] = {}
-    for r in records:
-        by_step.setdefault(int(r.get("step") or 0), []).append(r)
-    rows = []
-    for step, items in sorted(by_step.items()):
-        n = len(items)
-        results = [res for r in items for t in r["turns"] for res in t["tool_results"]]
-        row: Row = {"step": step}
-        for reason in sorted({r["stop_reason"] for r in items}):
-            row[f"stop/{reason}"] = sum(r["stop_reason"] == reason for r in items) / n
-        row["tools/calls_per_episode"] = (
-            sum(len(t["action"]["tool_calls"]) for r in items for t in r["turns"]) / n
-        )
-        row["tools/error_rate"] = (
-            sum(not res["ok"] for res in results) / len(results) if results else 0.0
-        )
-        row["length/generated_tokens"] = sum(sum(r["loss_mask"]) for r in items) / n
-        row["length/total_tokens"] = sum(len(r["token_ids"]) for r in items) / n
-        rows.append(row)
-    return rows
-
-
 def _store_panels(run_dir: Path) -> list[tuple[str, list[Row], list[str]]]:
     rows = store_rows(run_dir)
     stops = _keys_with_prefix(rows, "stop/")
@@ -410,19 +302,21 @@ def _store_panels(run_dir: Path) -> list[tuple[str, list[Row], list[str]]]:
     ]
 
 
-def render_report(run_dir: Path) -> str:
-    """Return the report of ``run_dir`` as an HTML string (see the module docstring).
-
-    Raises:
-        OSError: an input file exists but cannot be read.
-    """
-    run_dir = Path(run_dir)
-    rows = load_metrics(run_dir / "metrics.jsonl")
+def _by_phase(rows: list[Row]) -> tuple[list[Row], list[Row], list[Row]]:
+    """The ``warmup``, ``rl`` and ``eval`` rows of ``rows`` (others dropped), in order."""
     by_phase: dict[str, list[Row]] = {"warmup": [], "rl": [], "eval": []}
     for row in rows:
         if row.get("phase") in by_phase:
             by_phase[row["phase"]].append(row)
-    warmup, rl, evals = by_phase["warmup"], by_phase["rl"], by_phase["eval"]
+    return by_phase["warmup"], by_phase["rl"], by_phase["eval"]
+
+
+def _panels_of(rows: list[Row], prefix: str, keys: tuple[str, ...]) -> list[tuple]:
+    """One single-line panel per key, titled by the key without ``prefix``."""
+    return [(k.removeprefix(prefix), rows, [k]) for k in keys]
+
+
+def _reward_section(rl: list[Row]) -> str:
     groups = [
         "rollout/reward/outcome",
         "rollout/reward/process",
@@ -430,18 +324,25 @@ def render_report(run_dir: Path) -> str:
         "rollout/reward/risk",
     ]
     components = [k for k in _keys_with_prefix(rl, "rollout/reward/") if k not in groups]
-    sections = [
+    return _line_panels(
+        [("total and groups (before λ)", rl, ["rollout/reward_total", *groups])], "RL step"
+    ) + _line_panels(_panels_of(rl, "rollout/reward/", tuple(components)), "RL step")
+
+
+def _sections(
+    run_dir: Path, warmup: list[Row], rl: list[Row], evals: list[Row]
+) -> list[tuple[str, str]]:
+    """The report's ``(heading, HTML)`` sections, in order."""
+    rollouts = (
+        "rollout/success",
+        "rollout/turns",
+        "rollout/tool_calls",
+        "rollout/generated_tokens",
+    )
+    return [
         ("Summary", _summary_section(run_dir / "summary.json")),
         ("Held-out evaluation", _eval_section(run_dir, evals)),
-        (
-            "RL reward",
-            _line_panels(
-                [("total and groups (before λ)", rl, ["rollout/reward_total", *groups])], "RL step"
-            )
-            + _line_panels(
-                [(k.removeprefix("rollout/reward/"), rl, [k]) for k in components], "RL step"
-            ),
-        ),
+        ("RL reward", _reward_section(rl)),
         (
             "Loss",
             _line_panels(
@@ -451,28 +352,11 @@ def render_report(run_dir: Path) -> str:
         (
             "KL, clip fraction, entropy",
             _line_panels(
-                [
-                    (k.removeprefix("train/"), rl, [k])
-                    for k in ("train/kl", "train/clip_fraction", "train/entropy")
-                ],
+                _panels_of(rl, "train/", ("train/kl", "train/clip_fraction", "train/entropy")),
                 "RL step",
             ),
         ),
-        (
-            "Rollouts",
-            _line_panels(
-                [
-                    (k.removeprefix("rollout/"), rl, [k])
-                    for k in (
-                        "rollout/success",
-                        "rollout/turns",
-                        "rollout/tool_calls",
-                        "rollout/generated_tokens",
-                    )
-                ],
-                "RL step",
-            ),
-        ),
+        ("Rollouts", _line_panels(_panels_of(rl, "rollout/", rollouts), "RL step")),
         (
             "Trajectories: stop reasons, tool calls, lengths",
             _line_panels(_store_panels(run_dir), "RL step"),
@@ -480,15 +364,22 @@ def render_report(run_dir: Path) -> str:
         (
             "Throughput",
             _line_panels(
-                [
-                    (k.removeprefix("perf/"), rl, [k])
-                    for k in ("perf/step_time_s", "perf/tokens_per_s")
-                ],
-                "RL step",
+                _panels_of(rl, "perf/", ("perf/step_time_s", "perf/tokens_per_s")), "RL step"
             ),
         ),
         ("Config", _config_section(run_dir / "config.toml")),
     ]
+
+
+def render_report(run_dir: Path) -> str:
+    """Return the report of ``run_dir`` as an HTML string (see the module docstring).
+
+    Raises:
+        OSError: an input file exists but cannot be read.
+    """
+    run_dir = Path(run_dir)
+    warmup, rl, evals = _by_phase(load_metrics(run_dir / "metrics.jsonl"))
+    sections = _sections(run_dir, warmup, rl, evals)
     title = html.escape(f"agentic-rl report: {run_dir.resolve().name}")
     body = "\n".join(f"<h2>{html.escape(name)}</h2>\n{content}" for name, content in sections)
     counts = html.escape(f"{len(warmup)} warm-up, {len(rl)} RL and {len(evals)} eval rows")

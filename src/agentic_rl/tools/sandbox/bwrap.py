@@ -287,6 +287,36 @@ def _mount_dirs(path: str, created: set[str]) -> list[str]:
     return args
 
 
+def _host_mounts(config: SandboxConfig) -> list[str]:
+    """The bwrap arguments that mount the host's system files read-only (``/usr``, the ``/lib``
+    family, a few ``/etc`` files, the Python prefixes), the private ``/tmp`` of
+    ``config.tmp_bytes`` bytes, and empty tmpfs over ``config.hidden_paths``, in that order."""
+    cmd = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = Path("/") / name
+        if host.is_symlink():
+            cmd += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            cmd += ["--ro-bind", str(host), str(host)]
+    for name in _ETC_FILES:
+        if (Path("/etc") / name).exists():
+            cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    # the private /tmp comes before the Python prefixes: a venv that lives under the host's /tmp
+    # (a CI checkout, say) is then mounted on top of it instead of being hidden by it
+    cmd += ["--perms", "1777", "--size", str(config.tmp_bytes), "--tmpfs", "/tmp"]
+    created = {"/usr", "/etc", "/tmp", "/proc", "/dev"}
+    prefixes = sorted(
+        {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)} | {sys.prefix, sys.base_prefix}
+    )
+    for prefix in prefixes:
+        if not prefix.startswith("/usr/") and os.path.isdir(prefix):
+            cmd += _mount_dirs(prefix, created) + ["--ro-bind", prefix, prefix]
+    for path in config.hidden_paths:  # after the prefixes, so that it covers what they mount
+        if os.path.isdir(path):
+            cmd += ["--tmpfs", path]
+    return cmd
+
+
 def sandbox_command(
     config: SandboxConfig, workspace: Path, argv: list[str], seccomp_fd: int | None = None
 ) -> list[str]:
@@ -324,29 +354,7 @@ def sandbox_command(
         cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         cmd += ["--unshare-user"]
-    cmd += ["--ro-bind", "/usr", "/usr"]
-    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = Path("/") / name
-        if host.is_symlink():
-            cmd += ["--symlink", os.readlink(host), str(host)]
-        elif host.is_dir():
-            cmd += ["--ro-bind", str(host), str(host)]
-    for name in _ETC_FILES:
-        if (Path("/etc") / name).exists():
-            cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    # the private /tmp comes before the Python prefixes: a venv that lives under the host's /tmp
-    # (a CI checkout, say) is then mounted on top of it instead of being hidden by it
-    cmd += ["--perms", "1777", "--size", str(config.tmp_bytes), "--tmpfs", "/tmp"]
-    created = {"/usr", "/etc", "/tmp", "/proc", "/dev"}
-    prefixes = sorted(
-        {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)} | {sys.prefix, sys.base_prefix}
-    )
-    for prefix in prefixes:
-        if not prefix.startswith("/usr/") and os.path.isdir(prefix):
-            cmd += _mount_dirs(prefix, created) + ["--ro-bind", prefix, prefix]
-    for path in config.hidden_paths:  # after the prefixes, so that it covers what they mount
-        if os.path.isdir(path):
-            cmd += ["--tmpfs", path]
+    cmd += _host_mounts(config)
     cmd += [
         "--proc",
         "/proc",

@@ -28,9 +28,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentic_rl.tools.sandbox import workspace as ws
 from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.governance.risk_detector import limit_events, path_events
+from agentic_rl.tools.sandbox import workspace as ws
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, SandboxError, SandboxUnavailableError
 from agentic_rl.tools.sandbox.freeze import descendants, frozen
 from agentic_rl.tools.sandbox.limits import (
@@ -70,6 +70,16 @@ def find_processes(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def _object_schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments: an object of ``props``, ``required`` ones, no others."""
+    return {
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
 class EpisodeSandbox:
@@ -357,14 +367,6 @@ class EpisodeSandbox:
         def list_dir(path: str = ".") -> str:
             return ws.list_dir(root, path)
 
-        def obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-            return {
-                "type": "object",
-                "properties": props,
-                "required": required,
-                "additionalProperties": False,
-            }
-
         path = {"type": "string", "description": "path relative to the workspace"}
 
         def python_risk(call: Any, result: Any) -> list[dict[str, Any]]:
@@ -386,7 +388,9 @@ class EpisodeSandbox:
                     "between calls; no network; working directory is the workspace). Returns "
                     "stdout, stderr and the value of a final expression."
                 ),
-                obj({"code": {"type": "string", "description": "Python source to run"}}, ["code"]),
+                _object_schema(
+                    {"code": {"type": "string", "description": "Python source to run"}}, ["code"]
+                ),
                 python,
                 python_risk,
                 python_status,
@@ -394,21 +398,21 @@ class EpisodeSandbox:
             "read_file": Tool(
                 "read_file",
                 "Read a text file from the workspace.",
-                obj({"path": path}, ["path"]),
+                _object_schema({"path": path}, ["path"]),
                 read_file,
                 path_risk,
             ),
             "write_file": Tool(
                 "write_file",
                 "Write a text file in the workspace (replaces it).",
-                obj({"path": path, "content": {"type": "string"}}, ["path", "content"]),
+                _object_schema({"path": path, "content": {"type": "string"}}, ["path", "content"]),
                 write_file,
                 path_risk,
             ),
             "list_dir": Tool(
                 "list_dir",
                 "List a directory of the workspace.",
-                obj({"path": path}, []),
+                _object_schema({"path": path}, []),
                 list_dir,
                 path_risk,
             ),
