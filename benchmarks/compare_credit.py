@@ -201,7 +201,7 @@ def run_comparison(args: argparse.Namespace, progress=lambda *a: None) -> dict[s
             )
             per_env[name] = _curves(train(config, progress=progress), start_row)
         first = next(iter(per_env.values()))
-        for name, r in list(per_env.items())[1:]:
+        for _name, r in list(per_env.items())[1:]:
             r["identical_to_first"] = identical_rollouts(Path(r["run_dir"]), Path(first["run_dir"]))
         results["envs"][env_id] = per_env
     return results

@@ -284,8 +284,8 @@ def run_agentic(
     sets = {
         "algorithm.tasks_per_step": 1,
         "algorithm.group_size": G,
-        "algorithm.lr": LR,
-        "algorithm.kl_coef": 0.0,
+        "optim.lr": LR,
+        "loss.kl_coef": 0.0,
         "algorithm.steps": steps,
         "rollout.max_new_tokens": max_completion,
         "rollout.temperature": 1.0,
@@ -435,7 +435,8 @@ def main() -> None:
             continue
         skipped = sum(u < 0.05 for u in r["update_s"][1:])
         print(
-            f"{side} split (median without the first): rollout {statistics.median(r['rollout_s'][1:] or r['rollout_s']):.2f} s, "
+            f"{side} split (median without the first): "
+            f"rollout {statistics.median(r['rollout_s'][1:] or r['rollout_s']):.2f} s, "
             f"update {statistics.median(r['update_s'][1:] or r['update_s']):.2f} s; "
             f"steps without an update (no reward signal): {skipped} of {len(r['update_s'][1:])}"
         )

@@ -81,8 +81,8 @@ class PythonProductEnv(Env):
     def oracle_reply(self):
         if not self.called:
             return (
-                '<tool_call>{"name": "python", "arguments": {"code": "print(%d * %d)"}}</tool_call>'
-                % (self.a, self.b)
+                '<tool_call>{"name": "python", "arguments": {"code": "print('
+                f'{self.a:d} * {self.b:d})"}}}}</tool_call>'
             )
         return f"<answer>{self.a * self.b}</answer>"
 
@@ -132,7 +132,7 @@ def _batched(pool: EnvWorkerPool, envs: list[Any], seeds: list[int]) -> float:
         live = [i for i in range(len(envs)) if not done[i]]
         replies = pool.get([envs[i].call_async("oracle_reply") for i in live], what="oracle")
         actions = []
-        for i, text in zip(live, replies):
+        for _i, text in zip(live, replies):
             calls, errors = parse_tool_calls(text, turn_index=0)
             actions.append(Action(text, calls, errors))
         for i, result in zip(live, pool.step_many([envs[i] for i in live], actions)):

@@ -4,7 +4,7 @@
 #: RL step: the mechanics (records, checkpoints, resume, envs) are checked with a known count of
 #: rollouts; the default dynamic sampling has its own end-to-end test in tests/trainer/test_recipe.py
 SIMPLE_SAMPLING = (
-    "algorithm.dynamic_sampling=false",
-    "algorithm.task_sampling='sequential'",
-    "algorithm.minibatches=1",
+    "sampling.dynamic_sampling=false",
+    "sampling.task_sampling='sequential'",
+    "optim.minibatches=1",
 )

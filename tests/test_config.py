@@ -7,12 +7,16 @@ import dataclasses
 import pytest
 
 from agentic_rl.config import (
+    MOVED_KEYS,
     AlgorithmConfig,
     EnvConfig,
+    LossConfig,
     ModelConfig,
+    OptimConfig,
     TrainConfig,
     config_to_dict,
     load_config,
+    load_run_config,
     save_config,
 )
 from agentic_rl.errors import ConfigError
@@ -42,6 +46,7 @@ name = "exp"
 seed = 3
 [algorithm]
 steps = 7
+[optim]
 lr = 3e-6
 [env]
 id = "calculator-v0"
@@ -54,7 +59,7 @@ lora = true
     )
     config = load_config(path)
     assert config.name == "exp" and config.seed == 3
-    assert config.algorithm.steps == 7 and config.algorithm.lr == 3e-6
+    assert config.algorithm.steps == 7 and config.optim.lr == 3e-6
     assert (
         config.algorithm.group_size == AlgorithmConfig().group_size
     )  # untouched keys keep defaults
@@ -93,7 +98,7 @@ def test_unknown_key_lists_known_keys(tmp_path):
         ('[algorithm]\nsteps = "ten"\n', "algorithm.steps", "int"),
         ("[algorithm]\nsteps = 2.5\n", "algorithm.steps", "int"),
         ("[algorithm]\nsteps = true\n", "algorithm.steps", "int"),  # a bool is not an int
-        ('[algorithm]\nlr = "fast"\n', "algorithm.lr", "float"),
+        ('[optim]\nlr = "fast"\n', "optim.lr", "float"),
         ("[model]\nlora = 1\n", "model.lora", "bool"),
         ("name = 5\n", "name", "str"),
         ('[env]\nkwargs = "levels"\n', "env.kwargs", "dict"),
@@ -125,10 +130,10 @@ def test_overrides_numbers_bools_strings_tables():
         None,
         [
             "algorithm.steps=5",
-            "algorithm.lr=3e-6",
-            "algorithm.kl_coef=0",  # an int where a float is expected
+            "optim.lr=3e-6",
+            "loss.kl_coef=0",  # an int where a float is expected
             "model.lora=true",
-            "algorithm.skip_zero_advantage=false",
+            "optim.skip_zero_advantage=false",
             "name=my-run",  # a bare string
             "output_dir='/tmp/some dir'",  # a TOML string
             'model.path="/models/x"',
@@ -136,9 +141,9 @@ def test_overrides_numbers_bools_strings_tables():
             'warmup.env_kwargs.levels=["direct"]',  # a dotted key into a dict
         ],
     )
-    assert config.algorithm.steps == 5 and config.algorithm.lr == 3e-6
-    assert config.algorithm.kl_coef == 0.0 and isinstance(config.algorithm.kl_coef, float)
-    assert config.model.lora is True and config.algorithm.skip_zero_advantage is False
+    assert config.algorithm.steps == 5 and config.optim.lr == 3e-6
+    assert config.loss.kl_coef == 0.0 and isinstance(config.loss.kl_coef, float)
+    assert config.model.lora is True and config.optim.skip_zero_advantage is False
     assert config.name == "my-run" and config.output_dir == "/tmp/some dir"
     assert config.model.path == "/models/x"
     assert config.env.kwargs == {"levels": ["direct", "word"]}
@@ -174,9 +179,9 @@ def test_override_into_a_scalar_is_rejected(tmp_path):
         "algorithm.steps=-1",
         "algorithm.group_size=0",
         "algorithm.tasks_per_step=0",
-        "algorithm.micro_batch_size=0",
-        "algorithm.lr=0",
-        "algorithm.lr=-1e-5",
+        "optim.micro_batch_size=0",
+        "optim.lr=0",
+        "optim.lr=-1e-5",
         "warmup.batch_size=0",
         "warmup.num_demos=0",
         "eval.size=0",
@@ -195,10 +200,10 @@ def test_non_positive_values_rejected(override):
 @pytest.mark.parametrize(
     "override",
     [
-        "algorithm.kl_coef=-0.1",
-        "algorithm.max_grad_norm=-1",
+        "loss.kl_coef=-0.1",
+        "optim.max_grad_norm=-1",
         "eval.every=-1",
-        "algorithm.weight_decay=-0.01",
+        "optim.weight_decay=-0.01",
         "model.num_threads=-2",
     ],
 )
@@ -209,8 +214,8 @@ def test_negative_values_rejected(override):
 
 
 def test_zero_allowed_where_it_means_off():
-    config = load_config(None, ["algorithm.kl_coef=0", "algorithm.max_grad_norm=0", "eval.every=0"])
-    assert config.algorithm.kl_coef == 0.0 and config.eval.every == 0
+    config = load_config(None, ["loss.kl_coef=0", "optim.max_grad_norm=0", "eval.every=0"])
+    assert config.loss.kl_coef == 0.0 and config.eval.every == 0
 
 
 def test_dataclass_validation_becomes_config_error():
@@ -227,9 +232,9 @@ def test_save_then_load_round_trips(tmp_path):
         env=EnvConfig(kwargs={"levels": ["direct", "word"]}, train_seed_start=100),
         rollout=RolloutConfig(max_turns=3, max_new_tokens=48, temperature=0.7),
         reward=RewardWeights(process=0.25, risk=0.0),
-        algorithm=AlgorithmConfig(
-            name="rloo", steps=3, lr=3e-6, kl_coef=0.01, skip_zero_advantage=False
-        ),
+        algorithm=AlgorithmConfig(name="rloo", steps=3),
+        loss=LossConfig(kl_coef=0.01),
+        optim=OptimConfig(lr=3e-6, skip_zero_advantage=False),
     )
     path = tmp_path / "config.toml"
     save_config(config, path)
@@ -283,8 +288,8 @@ def test_every_float_key_must_be_finite(key, value):
 
 def test_float_keys_cover_every_section():
     wanted = {
-        "algorithm.lr",
-        "algorithm.kl_coef",
+        "optim.lr",
+        "loss.kl_coef",
         "warmup.lr",
         "reward.outcome",
         "rollout.temperature",
@@ -307,3 +312,75 @@ def test_seeds_must_be_in_the_range_every_rng_takes(key, value):
 def test_every_int_key_fits_in_64_bits():
     with pytest.raises(ConfigError, match=r"'algorithm.steps' must be in \[-2\*\*63, 2\*\*63\)"):
         load_config(None, [f"algorithm.steps={2**63}"])
+
+
+@pytest.mark.parametrize("old, new", sorted(MOVED_KEYS.items()))
+def test_a_moved_key_names_its_new_place_in_one_line(old, new):
+    with pytest.raises(ConfigError) as exc_info:
+        load_config(None, [f"{old}=1"])
+    message = str(exc_info.value)
+    assert f"{old} moved to {new}" in message and "\n" not in message
+
+
+def test_a_moved_key_in_a_user_file_names_its_new_place(tmp_path):
+    with pytest.raises(ConfigError, match=r"run.toml: algorithm.lr moved to optim.lr"):
+        load_config(_write(tmp_path, "[algorithm]\nsteps = 3\nlr = 1e-5\n"))
+
+
+OLD_RUN_CONFIG = """
+name = "old-run"
+seed = 0
+[algorithm]
+name = "ppo"
+steps = 3
+group_size = 4
+lr = 1e-5
+weight_decay = 0.01
+kl_coef = 0.05
+kl_mode = "reward"
+micro_batch_size = 2
+ppo_epochs = 2
+minibatches = 1
+skip_zero_advantage = false
+task_sampling = "sequential"
+dynamic_sampling = false
+value_lr = 0.002
+value_clip = 0.1
+gamma = 0.9
+[optim]
+max_grad_norm = 0.5
+"""
+
+
+def test_an_old_run_directory_config_still_loads(tmp_path):
+    """A RUN_DIR/config.toml written before [algorithm] was split (an old --resume, eval
+    --model RUN_DIR or report target) reads each moved key at its new place."""
+    path = tmp_path / "config.toml"
+    path.write_text(OLD_RUN_CONFIG)
+    config = load_run_config(path)
+    assert config.algorithm.name == "ppo" and config.algorithm.steps == 3
+    assert config.algorithm.group_size == 4 and config.algorithm.gamma == 0.9
+    assert config.optim == OptimConfig(
+        lr=1e-5,
+        weight_decay=0.01,
+        max_grad_norm=0.5,  # set at its new place already: that one wins
+        micro_batch_size=2,
+        ppo_epochs=2,
+        minibatches=1,
+        skip_zero_advantage=False,
+    )
+    assert config.loss == LossConfig(kl_coef=0.05, kl_mode="reward")
+    assert config.sampling.task_sampling == "sequential" and not config.sampling.dynamic_sampling
+    assert config.ppo.value_lr == 0.002 and config.ppo.value_clip == 0.1
+    with pytest.raises(ConfigError, match="moved to"):  # as a user config it is rejected
+        load_config(path)
+
+
+def test_rules_sit_beside_their_fields():
+    """Each section checks its own ranges (no central list): building it in code fails too."""
+    with pytest.raises(ValueError, match="'optim.lr' must be > 0"):
+        OptimConfig(lr=0.0)
+    with pytest.raises(ValueError, match="'loss.kl_coef' must be >= 0"):
+        LossConfig(kl_coef=-1.0)
+    with pytest.raises(ValueError, match="loss.kl_mode must be one of loss, reward"):
+        LossConfig(kl_mode="both")

@@ -62,8 +62,8 @@ def test_levels_given_as_a_string(capsys):
 @pytest.mark.parametrize(
     "override, key",
     [
-        ("algorithm.lr=inf", "algorithm.lr"),
-        ("algorithm.kl_coef=nan", "algorithm.kl_coef"),
+        ("optim.lr=inf", "optim.lr"),
+        ("loss.kl_coef=nan", "loss.kl_coef"),
         ("warmup.lr=inf", "warmup.lr"),
         ("reward.outcome=nan", "reward.outcome"),
         ("seed=99999999999999999999999999", "seed"),

@@ -30,7 +30,7 @@ def _overrides(model_dir, output_dir, name: str, *extra: str) -> list[str]:
         *SIMPLE_SAMPLING,
         "algorithm.tasks_per_step=2",
         "algorithm.group_size=2",
-        "algorithm.skip_zero_advantage=false",
+        "optim.skip_zero_advantage=false",
         "warmup.enabled=false",
         "eval.base=false",
         "eval.size=1",
@@ -52,9 +52,7 @@ def _rl_records(run_dir):
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_every_algorithm_trains_and_records_its_credit(name, tiny_model_dir, tmp_path):
-    extra = (
-        ("algorithm.kl_coef=0.05", "algorithm.kl_mode='reward'") if name == "reinforce_pp" else ()
-    )
+    extra = ("loss.kl_coef=0.05", "loss.kl_mode='reward'") if name == "reinforce_pp" else ()
     run_dir = train(load_config(None, _overrides(tiny_model_dir, tmp_path / "runs", name, *extra)))
     rl = [r for r in MetricsLog(run_dir / "metrics.jsonl").rows() if r["phase"] == "rl"]
     assert [r["rl_step"] for r in rl] == [1, 2]
@@ -81,4 +79,4 @@ def test_unknown_algorithm_is_a_config_error(tiny_model_dir, tmp_path):
     with pytest.raises(ConfigError, match="algorithm.name.*gigpo"):
         train(load_config(None, _overrides(tiny_model_dir, tmp_path / "runs", "a2c")))
     with pytest.raises(ConfigError, match="loss_agg"):
-        load_config(None, ["algorithm.loss_agg='sum'"])
+        load_config(None, ["loss.loss_agg='sum'"])

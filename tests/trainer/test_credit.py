@@ -11,7 +11,7 @@ import torch
 
 from agentic_rl.algorithms import gigpo_advantages, grpo_advantages
 from agentic_rl.algorithms.trajectory_steps import anchor_keys, pad_turns, turn_rewards
-from agentic_rl.config import AlgorithmConfig, TrainConfig
+from agentic_rl.config import AlgorithmConfig, OptimConfig, PPOConfig, TrainConfig
 from agentic_rl.trainer.credit import (
     ALGORITHMS,
     assign_credit,
@@ -184,10 +184,12 @@ def test_credit_and_update_on_the_tiny_model(name, tiny_model_dir, tmp_path):
         for i, v in zip([i for i, m in enumerate(t.loss_mask) if m and i > 0], lp.tolist()):
             full[i] = v
         trajs.append(dataclasses.replace(t, logprobs=tuple(full)))
-    config = TrainConfig(algorithm=AlgorithmConfig(name=name, micro_batch_size=2))
+    config = TrainConfig(
+        algorithm=AlgorithmConfig(name=name), optim=OptimConfig(micro_batch_size=2)
+    )
     alg = config.algorithm
     critic = (
-        Critic(model, 1e-3, alg.gamma, alg.lam, alg.value_clip, alg.max_grad_norm)
+        Critic(model, 1e-3, alg.gamma, alg.lam, config.ppo.value_clip, config.optim.max_grad_norm)
         if name == "ppo"
         else None
     )
@@ -221,11 +223,15 @@ def test_second_ppo_epoch_reuses_the_first_pass(name, tiny_model_dir, tmp_path):
 
     model = load_model(tiny_model_dir)
     config = TrainConfig(
-        algorithm=AlgorithmConfig(name=name, micro_batch_size=3, ppo_epochs=2, value_clip=0.01)
+        algorithm=AlgorithmConfig(name=name),
+        optim=OptimConfig(micro_batch_size=3, ppo_epochs=2),
+        ppo=PPOConfig(value_clip=0.01),
     )
     alg = config.algorithm
     critic = (
-        Critic(model, 0.5, alg.gamma, alg.lam, 0.01, alg.max_grad_norm) if name == "ppo" else None
+        Critic(model, 0.5, alg.gamma, alg.lam, 0.01, config.optim.max_grad_norm)
+        if name == "ppo"
+        else None
     )
     run = Run(config, tmp_path, model, None, None, None, None, None, None, critic=critic)
     stats, view = credit_and_update(

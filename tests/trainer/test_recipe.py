@@ -175,7 +175,7 @@ def test_kill_and_resume(tiny_model_dir, tmp_path):
     steps = 8
     # skip_zero_advantage=false: every step runs an optimizer step (all advantages are 0 with this
     # random model), so AdamW's per-parameter step counter records how many steps it has seen
-    extra = ["algorithm.skip_zero_advantage=false"]
+    extra = ["optim.skip_zero_advantage=false"]
     overrides = _tiny_overrides(tiny_model_dir, tmp_path / "runs", steps) + extra
     run_dir = tmp_path / "runs" / "calculator-grpo"
     cmd = [sys.executable, "-m", "agentic_rl.cli", "train"] + [
@@ -390,7 +390,7 @@ def test_sampler_dtype_sets_how_far_recorded_logprobs_are_from_the_trainers(
         [
             *_tiny_overrides(tiny_model_dir, tmp_path / "runs", steps=1),
             f"model.sampler_dtype='{dtype}'",
-            "algorithm.skip_zero_advantage=false",
+            "optim.skip_zero_advantage=false",
             "eval.size=2",
             "eval.base=false",
             "warmup.enabled=false",
@@ -424,8 +424,8 @@ def test_dynamic_sampling_refills_to_its_cap_and_counts_the_shortfall(tiny_model
             "algorithm.steps=2",
             "algorithm.tasks_per_step=2",
             "algorithm.group_size=2",
-            "algorithm.rollout_tasks=3",
-            "algorithm.max_sample_rounds=2",
+            "sampling.rollout_tasks=3",
+            "sampling.max_sample_rounds=2",
             "warmup.enabled=false",
             "eval.base=false",
             "eval.size=1",
@@ -434,7 +434,7 @@ def test_dynamic_sampling_refills_to_its_cap_and_counts_the_shortfall(tiny_model
             "tracking.tensorboard=false",
         ],
     )
-    assert config.algorithm.dynamic_sampling and config.algorithm.task_sampling == "difficulty"
+    assert config.sampling.dynamic_sampling and config.sampling.task_sampling == "difficulty"
     run_dir = train(config)
     rl = _rows(run_dir, "rl")
     assert [r["rl_step"] for r in rl] == [1, 2]

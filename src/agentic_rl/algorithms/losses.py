@@ -32,7 +32,7 @@ trainer can log them. Deviation: verl and OpenRLHF also clamp k3 itself to at mo
 already stops the gradient at d ≈ 2.5; this module does not.
 A KL estimate is used either as a loss term, loss += β·agg(k) (GRPO), or as a per-token reward
 penalty r_t −= β·k_t folded into the returns before the advantages (InstructGPT, Ouyang et al.
-2022, arXiv:2203.02155, eq. 2; REINFORCE++): the trainer's ``algorithm.kl_mode`` picks.
+2022, arXiv:2203.02155, eq. 2; REINFORCE++): the trainer's ``loss.kl_mode`` picks.
 
 Token logprobs are log_softmax(logits / temperature)[target], computed in row chunks by a
 small custom autograd function so neither forward nor backward holds a float32 copy of the

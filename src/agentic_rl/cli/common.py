@@ -22,12 +22,12 @@ def run_config(run_dir: Path):
         RunDirError: ``run_dir`` has no ``config.toml``.
         ConfigError: the file does not load (as :func:`agentic_rl.config.load_config`).
     """
-    from agentic_rl.config import load_config
+    from agentic_rl.config import load_run_config
 
     path = run_dir / "config.toml"
     if not path.is_file():
         raise RunDirError(f"no config.toml in {run_dir} (is it a run directory?)")
-    return load_config(path)
+    return load_run_config(path)  # also a run written before a key moved
 
 
 def find_record(run_dir: Path, trajectory: str) -> dict[str, Any]:
@@ -85,33 +85,9 @@ def load_model_spec(spec: str, *, device: str = "cpu"):
 
 
 def _load_checkpoint(path: Path, device: str):
-    from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
-    from agentic_rl.trainer.checkpoint import load_weights
+    from agentic_rl.trainer.model_setup import model_from_checkpoint
 
-    config = run_config(path.parent.parent)
-    base = resolve_model_dir(config.model.path)
-    model = load_model(base, device=device)
-    if config.model.lora:
-        from peft import LoraConfig, get_peft_model
-
-        model = get_peft_model(
-            model,
-            LoraConfig(
-                r=config.model.lora_rank,
-                lora_alpha=config.model.lora_alpha,
-                lora_dropout=config.model.lora_dropout,
-                target_modules="all-linear",
-                task_type="CAUSAL_LM",
-            ),
-        )
-    weights = {k: v.to(device) for k, v in load_weights(path / "trainable.safetensors").items()}
-    result = model.load_state_dict(weights, strict=False)
-    if result.unexpected_keys:
-        raise ModelNotFoundError(
-            f"checkpoint {path} does not fit the run's model: "
-            f"unexpected {result.unexpected_keys[:3]}"
-        )
-    return model.eval(), load_tokenizer(base)
+    return model_from_checkpoint(path, run_config(path.parent.parent).model, device)
 
 
 def print_table(title: str, columns: list[str], rows: list[list[Any]]) -> None:

@@ -26,7 +26,7 @@ __all__ = ["NonFiniteError", "check_finite", "check_finite_weights"]
 
 _HINT = (
     "training stopped before this step changed any weight, and no final model is written; lower the learning "
-    "rate (algorithm.lr / warmup.lr) or set algorithm.max_grad_norm"
+    "rate (optim.lr / warmup.lr) or set optim.max_grad_norm"
 )
 
 
@@ -74,5 +74,5 @@ def check_finite_weights(params: Iterable[torch.Tensor], where: str) -> None:
         )
         raise NonFiniteError(
             f"non-finite weights {where} ({bad}): training stopped, and neither this checkpoint "
-            "nor a final model is written; lower the learning rate (algorithm.lr / warmup.lr)"
+            "nor a final model is written; lower the learning rate (optim.lr / warmup.lr)"
         )

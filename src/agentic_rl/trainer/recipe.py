@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from agentic_rl.config import TrainConfig, load_config, save_config
+from agentic_rl.config import TrainConfig, load_run_config, save_config
 from agentic_rl.errors import ConfigError
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
@@ -93,15 +93,14 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
     cfg = run.config
     progress("eval", 0, 1, f"evaluating ({tag}) on {cfg.eval.size} held-out tasks")
     started = time.perf_counter()
-    ranks = run.ranks
-    seeds = ranks.shard(range(cfg.eval.seed_start, cfg.eval.seed_start + cfg.eval.size))
+    ranks, seeds = run.ranks, range(cfg.eval.seed_start, cfg.eval.seed_start + cfg.eval.size)
     # chunks of max_batch episodes: the KV of more episodes than decode together is memory, not speed
     _, trajectories = evaluate(
         run.policy,
         run.chat,
         cfg.env.id,
         env_kwargs(run),
-        seeds,
+        ranks.shard(seeds),
         cfg.rollout,
         cfg.reward,
         batch_size=cfg.model.max_batch,
@@ -113,14 +112,9 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
     if not ranks.is_main:
         return {}
     metrics = summarize(trajectories, "eval")
-    row = {
-        "phase": "eval",
-        "tag": tag,
-        "rl_step": rl_step,
-        "step": rl_step,
-        **metrics,
-        "perf/eval_seconds": time.perf_counter() - started,
-    }
+    seconds = time.perf_counter() - started
+    row = {"phase": "eval", "tag": tag, "rl_step": rl_step, "step": rl_step, **metrics}
+    row["perf/eval_seconds"] = seconds
     run.metrics.write(row)
     store(
         run,
@@ -191,8 +185,8 @@ def warmup(run: Run, progress: Progress) -> None:
                 run.model,
                 optimizer,
                 run.ranks.shard(order[i : i + cfg.batch_size]),
-                micro_batch_size=run.config.algorithm.micro_batch_size,
-                micro_batch_tokens=run.config.algorithm.micro_batch_tokens,
+                micro_batch_size=run.config.optim.micro_batch_size,
+                micro_batch_tokens=run.config.optim.micro_batch_tokens,
             )
             step += 1
             run.metrics.write(
@@ -245,20 +239,20 @@ def credit_and_update(
         [...]}`` (token list aligned with ``token_ids``, the advantages the loss used; 0 on
         untrained tokens).
     """
-    alg, ranks, critic = run.config.algorithm, run.ranks, run.critic
-    credit = assign_credit(valid, alg)
-    keep = [i for i in range(len(valid)) if _trains(credit.advantages[i], alg, critic)]
+    cfg, ranks, critic = run.config, run.ranks, run.critic
+    credit = assign_credit(valid, cfg.algorithm)
+    keep = [i for i in range(len(valid)) if _trains(credit.advantages[i], cfg, critic)]
     # under torchrun every rank joins each update (a rank with nothing to train adds zero gradient)
     kept = ranks.sum([len(keep)])[0]
     split = functools.partial(_minibatch_split, valid, keep)
-    minibatches = ranks.minibatches(split, keep, alg.minibatches)
+    minibatches = ranks.minibatches(split, keep, cfg.optim.minibatches)
     settings = loss_settings(run.config)
     # a KL reward penalty is already inside the first epoch's advantages
-    later = settings if alg.kl_mode == "loss" else dataclasses.replace(settings, kl_coef=0.0)
+    later = settings if cfg.loss.kl_mode == "loss" else dataclasses.replace(settings, kl_coef=0.0)
     used: dict[int, list[float]] = {}
     values: dict[int, list[float]] = {}
     rows: list[dict[str, float]] = []
-    for epoch in range(alg.ppo_epochs if kept else 0):
+    for epoch in range(cfg.optim.ppo_epochs if kept else 0):
         first = epoch == 0
         for mb in minibatches:
             # later epochs: the first pass's advantages; a critic computes its own on the first
@@ -286,13 +280,13 @@ def credit_and_update(
     stats: dict[str, float] = {"train/trajectories": float(kept), **_mean_stats(rows)}
     if rows:
         stats["train/optimizer_steps"] = float(len(rows))
-    return stats, _credit_view(valid, credit, used, alg.kl_mode)
+    return stats, _credit_view(valid, credit, used, cfg.loss.kl_mode)
 
 
-def _trains(advantage: Any, alg: Any, critic: Critic | None) -> bool:
+def _trains(advantage: Any, cfg: TrainConfig, critic: Critic | None) -> bool:
     """Whether a trajectory joins the update: all do with a critic, with ``kl_coef > 0`` or with
     ``skip_zero_advantage`` off; otherwise only those with a nonzero advantage somewhere."""
-    if critic is not None or not alg.skip_zero_advantage or alg.kl_coef > 0:
+    if critic is not None or not cfg.optim.skip_zero_advantage or cfg.loss.kl_coef > 0:
         return True
     if isinstance(advantage, float):
         return advantage != 0.0
@@ -424,7 +418,7 @@ def train(
                 "--resume is not supported under torchrun yet; resume with one process"
             )
         checkpoint = latest_checkpoint(resume)
-        config = load_config(resume / "config.toml")
+        config = load_run_config(resume / "config.toml")
         check_scale(config)
     elif config is None:
         raise ValueError("train() needs a config unless it resumes a run")
@@ -447,7 +441,8 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
     """The recipe's phases on a set-up run (from ``checkpoint`` when resuming)."""
     config, run_dir, main = run.config, run.run_dir, run.ranks.is_main
     alg = config.algorithm
-    optimizer = make_optimizer(run, alg.lr, alg.weight_decay, alg.max_grad_norm)
+    optim = config.optim
+    optimizer = make_optimizer(run, optim.lr, optim.weight_decay, optim.max_grad_norm)
     run.critic = make_critic(run)  # PPO's value head; None for critic-free methods
     run.task_pool = make_task_pool(run)
     start = time.perf_counter()
@@ -462,11 +457,11 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
             run_eval(run, "warmup", 0, progress)
         first_step = 0
         save_run_checkpoint(run, optimizer, 0)
-        if alg.kl_coef > 0 and main:
+        if config.loss.kl_coef > 0 and main:
             save_reference(run.model, run_dir / "checkpoints" / REFERENCE_FILE)
     # ranks > 0 start RL with the same weights as rank 0 and never read its files
     reference = run.run_dir / "checkpoints" / REFERENCE_FILE if main else None
-    ref_model = reference_model(run.model, reference) if alg.kl_coef > 0 else None
+    ref_model = reference_model(run.model, reference) if config.loss.kl_coef > 0 else None
     rl_started = time.perf_counter()
     done, spent = first_step, 0.0  # spent: seconds of RL steps in this process (evals excluded)
     for step in range(first_step, alg.steps):

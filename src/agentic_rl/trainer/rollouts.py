@@ -1,9 +1,9 @@
 """The rollouts of one RL step: task seeds, G episodes of each task from the same seed, the rubric.
 
-A step draws ``tasks_per_step`` tasks (``algorithm.task_sampling``: sequential seeds or the task
+A step draws ``tasks_per_step`` tasks (``sampling.task_sampling``: sequential seeds or the task
 pool's), rolls out ``group_size`` episodes of each through the rollout engine
 (:func:`agentic_rl.rollout.run_episodes`) and scores them with the env's rubric; with
-``algorithm.dynamic_sampling`` it samples more rounds until enough informative groups are found
+``sampling.dynamic_sampling`` it samples more rounds until enough informative groups are found
 (:func:`agentic_rl.trainer.sampling.sample_with_refill`). Under torchrun each rank rolls out its
 own share of the tasks (whole groups).
 """
@@ -59,16 +59,15 @@ def _task_seeds(run: Run, step: int, round_index: int, n: int, exclude: list[int
     """The task seeds of one sampling round: sequential (``task_sampling = "sequential"``) or the
     task pool's."""
     cfg = run.config
-    alg = cfg.algorithm
-    if (
-        alg.task_sampling == "sequential"
-    ):  # refill rounds take seeds from the upper half of the range
+    alg, sampling = cfg.algorithm, cfg.sampling
+    # refill rounds take seeds from the upper half of the range
+    if sampling.task_sampling == "sequential":
         first = (
             cfg.env.train_seed_start + step * alg.tasks_per_step
             if round_index == 0
             else cfg.env.train_seed_start
             + TRAIN_SEED_SPAN // 2
-            + (step * alg.max_sample_rounds + round_index) * n
+            + (step * sampling.max_sample_rounds + round_index) * n
         )
         return run.ranks.shard([first + j for j in range(n)])
     return run.task_pool.draw(n, exclude)
@@ -82,12 +81,14 @@ def groups_needed(run: Run) -> int:
 def sample_step(run: Run, step: int) -> SampledBatch:
     """The scored rollouts of RL step ``step`` on this rank (dynamic sampling with refill when
     on); the task pool (if any) learns each level's success rate from them."""
-    alg = run.config.algorithm
+    alg, sampling = run.config.algorithm, run.config.sampling
     needed = groups_needed(run)
     per_round = (
-        (alg.rollout_tasks or alg.tasks_per_step) if alg.dynamic_sampling else alg.tasks_per_step
+        (sampling.rollout_tasks or alg.tasks_per_step)
+        if sampling.dynamic_sampling
+        else alg.tasks_per_step
     )
-    if alg.task_sampling != "sequential":  # under torchrun: this rank's share of each round
+    if sampling.task_sampling != "sequential":  # under torchrun: this rank's share of each round
         per_round = len(run.ranks.shard(list(range(per_round))))
     drawn: list[int] = []
 
@@ -100,8 +101,8 @@ def sample_step(run: Run, step: int) -> SampledBatch:
         sample_with_refill(
             one_round,
             groups_needed=max(needed, 1),
-            max_rounds=alg.max_sample_rounds,
-            dynamic=alg.dynamic_sampling,
+            max_rounds=sampling.max_sample_rounds,
+            dynamic=sampling.dynamic_sampling,
         )
         if needed
         else SampledBatch([], [], 0, 0, 0)
@@ -124,6 +125,6 @@ def sampling_metrics(run: Run, batch: SampledBatch) -> dict[str, float]:
         "rollout/groups_shortfall": max(groups_needed(run) - trained, 0),
     }
     pool = run.task_pool
-    if pool is not None and run.config.algorithm.task_sampling == "difficulty":
+    if pool is not None and run.config.sampling.task_sampling == "difficulty":
         out.update({f"pool/accept/{lv}": pool.acceptance(lv) for lv in sorted(pool.counts)})
     return out

@@ -202,7 +202,7 @@ def make_task_pool(run: Run) -> TaskPool | None:
     """The run's task pool (None for ``task_sampling = "sequential"``); a candidate's level is read
     from a fresh env's reset info (``info["level"]``); an env without levels is probed once."""
     cfg = run.config
-    if cfg.algorithm.task_sampling == "sequential":
+    if cfg.sampling.task_sampling == "sequential":
         return None
     # an env whose reset info has no "level" is one level: probed once, then never again
     leveled = [True]
@@ -222,7 +222,7 @@ def make_task_pool(run: Run) -> TaskPool | None:
     return TaskPool(
         seed=cfg.seed * max(ranks.world_size, 1) + ranks.rank,
         seed_start=cfg.env.train_seed_start,
-        difficulty=cfg.algorithm.task_sampling == "difficulty",
+        difficulty=cfg.sampling.task_sampling == "difficulty",
         level_of=level_of,
     )
 
@@ -231,29 +231,32 @@ def make_critic(run: Run) -> Critic | None:
     """PPO's critic on the run's model (methods in ``CRITIC_ALGORITHMS``), else None."""
     from agentic_rl.trainer.credit import CRITIC_ALGORITHMS
 
-    alg = run.config.algorithm
+    cfg = run.config
+    alg = cfg.algorithm
     if alg.name not in CRITIC_ALGORITHMS:
         return None
-    return Critic(run.model, alg.value_lr, alg.gamma, alg.lam, alg.value_clip, alg.max_grad_norm)
+    return Critic(
+        run.model, cfg.ppo.value_lr, alg.gamma, alg.lam, cfg.ppo.value_clip, cfg.optim.max_grad_norm
+    )
 
 
 def loss_settings(config: TrainConfig) -> LossSettings:
     """The :class:`~agentic_rl.trainer.update.LossSettings` of the run's policy-gradient steps
     (first PPO epoch); ``loss_norm_constant`` 0 becomes the generation budget
     ``rollout.max_turns × rollout.max_new_tokens``, ``dual_clip`` 0 becomes None (off)."""
-    alg, rollout = config.algorithm, config.rollout
+    loss, optim, rollout = config.loss, config.optim, config.rollout
     return LossSettings(
-        micro_batch_size=alg.micro_batch_size,
-        micro_batch_tokens=alg.micro_batch_tokens,
-        clip_eps_low=alg.clip_eps_low,
-        clip_eps_high=alg.clip_eps_high,
-        dual_clip=alg.dual_clip or None,
-        kl_coef=alg.kl_coef,
-        kl_estimator=alg.kl_estimator,
-        kl_mode=alg.kl_mode,
+        micro_batch_size=optim.micro_batch_size,
+        micro_batch_tokens=optim.micro_batch_tokens,
+        clip_eps_low=loss.clip_eps_low,
+        clip_eps_high=loss.clip_eps_high,
+        dual_clip=loss.dual_clip or None,
+        kl_coef=loss.kl_coef,
+        kl_estimator=loss.kl_estimator,
+        kl_mode=loss.kl_mode,
         temperature=rollout.temperature,
-        max_grad_norm=alg.max_grad_norm,
-        loss_agg=alg.loss_agg,
-        loss_norm_constant=alg.loss_norm_constant or rollout.max_turns * rollout.max_new_tokens,
-        gamma=alg.gamma,
+        max_grad_norm=optim.max_grad_norm,
+        loss_agg=loss.loss_agg,
+        loss_norm_constant=loss.loss_norm_constant or rollout.max_turns * rollout.max_new_tokens,
+        gamma=config.algorithm.gamma,
     )

