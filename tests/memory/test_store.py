@@ -174,7 +174,7 @@ def test_full_store_refuses_and_changes_nothing():
 def test_full_store_with_evict_lru_drops_the_least_recently_used_entry():
     store = MemoryStore(max_entries=3, when_full="evict_lru")
     a = store.write("apple pie recipe", step=0)
-    b = store.write("banana bread recipe", step=1)
+    store.write("banana bread recipe", step=1)
     c = store.write("cherry tart recipe", step=2)
     store.search("apple", step=5)  # a used at step 5: now b (step 1) is the least recently used
     d = store.write("date cake recipe", step=6)

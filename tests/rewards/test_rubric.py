@@ -10,7 +10,8 @@ import pytest
 from agentic_rl.rewards import RewardError, RewardFunction, RewardGroup, RewardWeights, Rubric
 from agentic_rl.types import StopReason, Trajectory
 
-O, P, C, R = RewardGroup.OUTCOME, RewardGroup.PROCESS, RewardGroup.COST, RewardGroup.RISK
+# the four groups by initial (O as in R_outcome of the design's formula)
+O, P, C, R = RewardGroup.OUTCOME, RewardGroup.PROCESS, RewardGroup.COST, RewardGroup.RISK  # noqa: E741
 
 
 def _traj(**info) -> Trajectory:

@@ -375,7 +375,8 @@ def test_fuzz_rollout_engine(chat, env_id, tmp_path):
             for turn in range(3)
         }
         policy = ScriptedPolicy(
-            chat, lambda i, ctx: texts.get((i, ctx.count("<|im_start|>assistant") - 1), "")
+            chat,
+            lambda i, ctx, texts=texts: texts.get((i, ctx.count("<|im_start|>assistant") - 1), ""),
         )
         trajs, seconds = _timed(run_episodes, policy, chat, envs, list(range(8)), ["g"] * 8, config)
         worst = max(worst, seconds / 8)

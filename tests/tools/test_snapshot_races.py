@@ -82,7 +82,7 @@ def test_snapshot_never_reads_a_host_file_through_a_swapped_symlink(tmp_path):
             except OSError as exc:  # the copy raced with the swapper
                 errors.append(exc)
                 continue
-            for path, kind, payload, _ in snap.files.entries:
+            for path, _kind, payload, _ in snap.files.entries:
                 assert not path.endswith("key"), f"snapshot {taken} copied the host file as {path}"
                 assert not (isinstance(payload, bytes) and b"TOPSECRET" in payload), path
         assert errors == []  # the swapper is stopped while the host copies: no race at all

@@ -4,10 +4,11 @@ The rollout engine owns tokens (DESIGN.md, decision 1). It asks this module for 
 each environment span and tokenizes that span exactly once; the policy's sampled ids are kept
 as sampled. The layout, for SmolLM2 and other ChatML models, is::
 
-    <|im_start|>system\\n{system}<|im_end|>\\n<|im_start|>user\\n{task}<|im_end|>\\n<|im_start|>assistant\\n   (env, mask 0)
-    {sampled reply}<|im_end|>                                                                      (policy, mask 1)
-    \\n<|im_start|>tool\\n{tool result}<|im_end|>\\n<|im_start|>assistant\\n                           (env, mask 0)
-    {sampled reply}<|im_end|>                                                                      (policy, mask 1)
+    <|im_start|>system\\n{system}<|im_end|>\\n                                 (env, mask 0: the prompt, 2 lines)
+    <|im_start|>user\\n{task}<|im_end|>\\n<|im_start|>assistant\\n
+    {sampled reply}<|im_end|>                                                  (policy, mask 1)
+    \\n<|im_start|>tool\\n{tool result}<|im_end|>\\n<|im_start|>assistant\\n   (env, mask 0)
+    {sampled reply}<|im_end|>                                                  (policy, mask 1)
 
 A reply that ended without ``<|im_end|>`` in its sampled ids (a server that stopped on it but
 did not return it) gets it appended as environment text (mask 0); a reply cut by the token

@@ -36,12 +36,15 @@ tbody tr{cursor:pointer} tbody tr:hover{background:#f3f7ff} tr.sel{background:#d
 <label for="f-env">env</label><select id="f-env"><option value="">all</option></select>
 <label for="f-phase">phase</label><select id="f-phase"><option value="">all</option></select>
 <label for="f-stop">stop reason</label><select id="f-stop"><option value="">all</option></select>
-<label>step</label><span><input id="f-step-min" type="number" placeholder="min"> <input id="f-step-max" type="number" placeholder="max"></span>
-<label>reward</label><span><input id="f-rmin" type="number" step="any" placeholder="min"> <input id="f-rmax" type="number" step="any" placeholder="max"></span>
+<label>step</label><span><input id="f-step-min" type="number" placeholder="min">
+<input id="f-step-max" type="number" placeholder="max"></span>
+<label>reward</label><span><input id="f-rmin" type="number" step="any" placeholder="min">
+<input id="f-rmax" type="number" step="any" placeholder="max"></span>
 <label for="f-text">id contains</label><input id="f-text" type="text">
 </div>
 <div id="count"></div>
-<table><thead><tr><th>trajectory</th><th>phase</th><th>step</th><th>env</th><th>reward</th><th>stop</th><th>turns</th></tr></thead>
+<table><thead><tr><th>trajectory</th><th>phase</th><th>step</th><th>env</th><th>reward</th>
+<th>stop</th><th>turns</th></tr></thead>
 <tbody id="rows"></tbody></table>
 </div>
 <div id="right"><p class="nodata" id="empty">Select a trajectory.</p><div id="detail" hidden>
@@ -61,8 +64,16 @@ const T = DATA.trajectories;
 const $ = (id) => document.getElementById(id);
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls;
   if (text !== undefined && text !== null) e.textContent = String(text); return e; }
-function fmt(x) { return (x === null || x === undefined) ? "–" : (typeof x === "number" ? (Number.isInteger(x) ? String(x) : x.toFixed(4)) : String(x)); }
-function fill(id, values) { const s = $(id); [...new Set(values.filter(v => v !== null && v !== undefined))].sort().forEach(v => { const o = el("option", null, v); o.value = v; s.appendChild(o); }); }
+function fmt(x) {
+  return (x === null || x === undefined) ? "–"
+    : (typeof x === "number" ? (Number.isInteger(x) ? String(x) : x.toFixed(4)) : String(x));
+}
+function fill(id, values) {
+  const s = $(id);
+  [...new Set(values.filter(v => v !== null && v !== undefined))].sort().forEach(v => {
+    const o = el("option", null, v); o.value = v; s.appendChild(o);
+  });
+}
 fill("f-env", T.map(t => t.env_id)); fill("f-phase", T.map(t => t.phase)); fill("f-stop", T.map(t => t.stop_reason));
 function num(id) { const v = $(id).value; return v === "" ? null : Number(v); }
 function visible(t) {
@@ -80,21 +91,30 @@ let selected = null;
 function renderList() {
   const body = $("rows"); body.replaceChildren(); let n = 0;
   T.forEach((t, i) => { if (!visible(t)) return; n++;
-    const tr = el("tr"); tr.dataset.index = i; tr.dataset.id = t.trajectory_id; if (i === selected) tr.className = "sel";
-    [t.trajectory_id.slice(0, 12), t.phase, t.step, t.env_id, fmt(t.reward), t.stop_reason, t.turns.length].forEach(v => tr.appendChild(el("td", null, fmt(v))));
+    const tr = el("tr"); tr.dataset.index = i; tr.dataset.id = t.trajectory_id;
+    if (i === selected) tr.className = "sel";
+    [t.trajectory_id.slice(0, 12), t.phase, t.step, t.env_id, fmt(t.reward), t.stop_reason, t.turns.length]
+      .forEach(v => tr.appendChild(el("td", null, fmt(v))));
     tr.addEventListener("click", () => openTrajectory(i)); body.appendChild(tr); });
   $("count").textContent = n + " of " + T.length + " trajectories";
 }
-function message(role, text) { const d = el("div", "msg " + role); d.appendChild(el("div", "role", role)); d.appendChild(el("div", null, text)); return d; }
+function message(role, text) {
+  const d = el("div", "msg " + role);
+  d.appendChild(el("div", "role", role)); d.appendChild(el("div", null, text)); return d;
+}
 function openTrajectory(i) {
   selected = i; const t = T[i]; renderList();
   $("empty").hidden = true; $("detail").hidden = false;
   $("d-title").textContent = t.trajectory_id;
-  $("d-meta").textContent = "env " + t.env_id + " · seed " + t.seed + " · phase " + fmt(t.phase) + " · step " + fmt(t.step) +
+  $("d-meta").textContent = "env " + t.env_id + " · seed " + t.seed + " · phase " + fmt(t.phase) +
+    " · step " + fmt(t.step) +
     " · policy version " + fmt(t.policy_version) + " · stop " + t.stop_reason + " · reward " + fmt(t.reward) +
     (t.advantage !== null ? " · advantage " + fmt(t.advantage) : "");
   const rb = $("d-rewards").tBodies[0]; rb.replaceChildren();
-  Object.entries(t.reward_components).forEach(([k, v]) => { const tr = el("tr"); tr.appendChild(el("td", null, k)); tr.appendChild(el("td", null, fmt(v))); rb.appendChild(tr); });
+  Object.entries(t.reward_components).forEach(([k, v]) => {
+    const tr = el("tr"); tr.appendChild(el("td", null, k)); tr.appendChild(el("td", null, fmt(v)));
+    rb.appendChild(tr);
+  });
   const chat = $("d-chat"); chat.replaceChildren();
   t.prompt.forEach(m => chat.appendChild(message(m.role, m.content)));
   t.turns.forEach(turn => {
@@ -102,8 +122,10 @@ function openTrajectory(i) {
     turn.tool_calls.forEach(c => a.appendChild(el("div", "call", "→ " + c.name + " " + c.arguments)));
     turn.tool_call_errors.forEach(e => a.appendChild(el("div", "call err", "✗ unparsed call: " + e.message)));
     chat.appendChild(a);
-    turn.tool_results.forEach(r => chat.appendChild(message("tool", (r.ok ? "" : "[error] ") + r.name + ": " + r.content)));
-    if (!turn.tool_results.length && turn.observation) turn.observation.forEach(m => chat.appendChild(message(m.role, m.content)));
+    turn.tool_results.forEach(
+      r => chat.appendChild(message("tool", (r.ok ? "" : "[error] ") + r.name + ": " + r.content)));
+    if (!turn.tool_results.length && turn.observation)
+      turn.observation.forEach(m => chat.appendChild(message(m.role, m.content)));
     if (turn.reward) chat.appendChild(el("div", "role", "turn reward " + fmt(turn.reward)));
   });
   renderTokens();
@@ -132,7 +154,9 @@ function renderTokens() {
   });
 }
 document.querySelectorAll("input[name=colour]").forEach(r => r.addEventListener("change", renderTokens));
-["f-env", "f-phase", "f-stop", "f-step-min", "f-step-max", "f-rmin", "f-rmax", "f-text"].forEach(id => { $(id).addEventListener("input", renderList); $(id).addEventListener("change", renderList); });
+["f-env", "f-phase", "f-stop", "f-step-min", "f-step-max", "f-rmin", "f-rmax", "f-text"].forEach(id => {
+  $(id).addEventListener("input", renderList); $(id).addEventListener("change", renderList);
+});
 renderList();
 </script></body></html>
 """
