@@ -142,15 +142,12 @@ def collapse_copies(trajectories, advantages, seq_weights: Tensor, *, enabled: b
     )
 
 
-def record_rows(
-    out: list[list[float]], idx: Sequence[int], flat: Tensor, batch: PackedBatch
-) -> None:
-    """Write the [N] trained-token values ``flat`` of rows ``idx`` into ``out`` as token-aligned lists.
+def token_rows(flat: Tensor, batch: PackedBatch, lengths: Sequence[int]) -> list[list[float]]:
+    """The [N] trained-token values ``flat`` of a packed batch as one token-aligned list per row.
 
-    ``out[i]`` (length T of trajectory i) becomes ``[0.0] + dense_row[: T - 1]``: the value of
-    the token at position t sits at index t (position 0 is never trained).
+    Row r (its trajectory has ``lengths[r]`` = T tokens) becomes ``[0.0] + dense_row[: T - 1]``:
+    the value of the token at position t sits at index t (position 0 is never trained), 0 at
+    untrained tokens.
     """
     rows = dense(flat, batch).cpu()
-    for r, i in enumerate(idx):
-        row = rows[r].tolist()
-        out[i] = [0.0] + row[: len(out[i]) - 1]
+    return [[0.0] + rows[r].tolist()[: n - 1] for r, n in enumerate(lengths)]

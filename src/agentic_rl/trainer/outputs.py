@@ -11,7 +11,7 @@ from agentic_rl.allocator import active_allocator
 def export_model(run: Any) -> None:
     """Save the final model (LoRA adapters merged in) and the tokenizer to ``RUN_DIR/final_model``.
 
-    ``run`` is the recipe's :class:`~agentic_rl.trainer.recipe.Run`; when merging replaced the
+    ``run`` is the recipe's :class:`~agentic_rl.trainer.run.Run`; when merging replaced the
     live model, ``run.model`` is set to the merged one.
     """
     model = run.model.merge_and_unload() if hasattr(run.model, "merge_and_unload") else run.model

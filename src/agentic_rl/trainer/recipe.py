@@ -37,7 +37,6 @@ from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
 from agentic_rl.trainer.checkpoint import latest_checkpoint
 from agentic_rl.trainer.credit import assign_credit, turn_means
-from agentic_rl.trainer.critic import Critic
 from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
 from agentic_rl.trainer.optim import make_optimizer
 from agentic_rl.trainer.outputs import export_model, write_summary
@@ -241,7 +240,10 @@ def credit_and_update(
     """
     cfg, ranks, critic = run.config, run.ranks, run.critic
     credit = assign_credit(valid, cfg.algorithm)
-    keep = [i for i in range(len(valid)) if _trains(credit.advantages[i], cfg, critic)]
+    # with a critic every trajectory trains (its advantages come from the update's GAE)
+    keep = [
+        i for i in range(len(valid)) if critic is not None or _trains(credit.advantages[i], cfg)
+    ]
     # under torchrun every rank joins each update (a rank with nothing to train adds zero gradient)
     kept = ranks.sum([len(keep)])[0]
     split = functools.partial(_minibatch_split, valid, keep)
@@ -283,10 +285,10 @@ def credit_and_update(
     return stats, _credit_view(valid, credit, used, cfg.loss.kl_mode)
 
 
-def _trains(advantage: Any, cfg: TrainConfig, critic: Critic | None) -> bool:
-    """Whether a trajectory joins the update: all do with a critic, with ``kl_coef > 0`` or with
+def _trains(advantage: Any, cfg: TrainConfig) -> bool:
+    """Whether a critic-free trajectory joins the update: all do with ``kl_coef > 0`` or with
     ``skip_zero_advantage`` off; otherwise only those with a nonzero advantage somewhere."""
-    if critic is not None or not cfg.optim.skip_zero_advantage or cfg.loss.kl_coef > 0:
+    if not cfg.optim.skip_zero_advantage or cfg.loss.kl_coef > 0:
         return True
     if isinstance(advantage, float):
         return advantage != 0.0

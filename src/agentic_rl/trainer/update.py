@@ -52,7 +52,7 @@ from agentic_rl.trainer.batching import (
     dense,
     micro_batches,
     per_token,
-    record_rows,
+    token_rows,
 )
 from agentic_rl.trainer.critic import CriticSetup, capture_head_inputs, critic_advantages
 from agentic_rl.trainer.guards import check_finite
@@ -292,24 +292,23 @@ def policy_gradient_update(
         batch = pack(mb, device)
         if batch.num_tokens == 0:
             continue
-        adv, vals = _micro_step(
-            model, batch, mb, idx, row_advantages, s, critic, ref_model, weights, total, sums
+        adv, vals, mb_sums = _micro_step(
+            model, batch, mb, idx, row_advantages, s, critic, ref_model, weights, total
         )
-        record_rows(used, idx, adv, batch)
-        if vals is not None:
-            record_rows(values, idx, vals, batch)
+        for k, v in mb_sums.items():
+            sums[k] += v
+        lengths = [len(t.token_ids) for t in mb]
+        for i, row in zip(idx, token_rows(adv, batch, lengths)):
+            used[i] = row
+        for i, row in zip(idx, token_rows(vals, batch, lengths) if vals is not None else []):
+            values[i] = row
     check_finite(sums["loss"], "policy-gradient loss")
     grad_norm = _finish_step(model, optimizer, s.max_grad_norm)
     metrics = _metrics(sums, total, critic is not None, ref_model is not None)
     if critic is not None:
         _finish_step(critic.head, critic.optimizer, critic.max_grad_norm)
-    metrics.update(
-        {
-            "train/grad_norm": grad_norm,
-            "train/tokens": float(total),
-            "train/rows_trained": float(len(rows)),
-        }
-    )
+    metrics |= {"train/grad_norm": grad_norm, "train/tokens": float(total)}
+    metrics["train/rows_trained"] = float(len(rows))
     per_input = [list(used[j if owner is None else owner[j]]) for j in range(len(trajectories))]
     return UpdateResult(metrics, per_input, values)
 
@@ -325,14 +324,15 @@ def _micro_step(
     ref_model,
     row_weights: tuple[Tensor, Tensor],
     total: int,
-    sums: dict[str, float],
-) -> tuple[Tensor, Tensor | None]:
-    """Forward, loss and backward of one micro-batch (rows ``idx``); adds its metric sums to
-    ``sums``. ``row_weights`` = (sequence loss weights [R], copies per row [R]).
+) -> tuple[Tensor, Tensor | None, dict[str, float]]:
+    """Forward, loss and backward of one micro-batch (rows ``idx``). ``row_weights`` =
+    (sequence loss weights [R], copies per row [R]); ``total``: the step's trained tokens.
 
     Returns:
-        the advantages [N] its loss used, and the critic's values [N] (None without a critic).
+        the advantages [N] its loss used, the critic's values [N] (None without a critic), and
+        its metric sums (keys of ``_SUMS``, ``loss``, ``advantage``).
     """
+    sums: dict[str, float] = {}
     with capture_head_inputs(model) if critic is not None else nullcontext() as captured:
         logprobs, entropy = score(model, batch, temperature=s.temperature, with_entropy=True)
     kl = torch.zeros_like(logprobs)
@@ -348,8 +348,7 @@ def _micro_step(
         adv, values, vloss, vm = critic_advantages(
             critic, captured[-1], advantages, penalty, idx, batch, mb, total
         )
-        for k, v in vm.items():
-            sums[k] += v
+        sums.update(vm)
     rows = torch.as_tensor(idx, device=logprobs.device)
     weights = row_weights[0][rows][batch.rows]
     copies = row_weights[1][rows][batch.rows].float()
@@ -366,9 +365,8 @@ def _micro_step(
     if s.kl_mode == "loss" and s.kl_coef > 0:
         loss = loss + s.kl_coef * (kl * weights).sum()
     (loss if vloss is None else loss + vloss).backward()
-    sums["loss"] += loss.item()
-    _add_token_sums(
-        sums,
+    sums["loss"] = loss.item()
+    sums |= _token_sums(
         logprobs,
         batch.old_logprobs,
         adv,
@@ -380,8 +378,8 @@ def _micro_step(
     )
     if ref_model is not None and s.kl_estimator == "k3":
         hit = (ref_logprobs.float() - logprobs.detach().float()).abs() > KL_LOG_RATIO_CLAMP
-        sums["kl_clamped"] += float((hit.float() * copies).sum())
-    return adv, values
+        sums["kl_clamped"] = float((hit.float() * copies).sum())
+    return adv, values, sums
 
 
 def _given_advantages(
@@ -411,8 +409,7 @@ def _metrics(
     return out
 
 
-def _add_token_sums(
-    sums: dict,
+def _token_sums(
     logprobs: Tensor,
     old_logprobs: Tensor,
     adv: Tensor,
@@ -421,8 +418,8 @@ def _add_token_sums(
     copies: Tensor,
     clip_eps_low: float,
     clip_eps_high: float,
-) -> None:
-    """Add a micro-batch's per-token metric sums (all [N]) to ``sums``, each distinct row counted
+) -> dict[str, float]:
+    """A micro-batch's per-token metric sums (inputs all [N]), each distinct row counted
     ``copies`` times (so the metrics are those of every input row); clip fraction as in
     :func:`~agentic_rl.algorithms.ppo_clip_loss` (the clipped term active)."""
     ratio = torch.exp(logprobs.detach() - old_logprobs)
@@ -430,9 +427,11 @@ def _add_token_sums(
     clipped = (
         ((ratio > 1 + clip_eps_high) & (a > 0)) | ((ratio < 1 - clip_eps_low) & (a < 0))
     ).float()
-    sums["kl"] += float((kl.detach() * copies).sum())
-    sums["clip_fraction"] += float((clipped * copies).sum())
-    sums["ratio_mean"] += float((ratio * copies).sum())
-    sums["entropy"] += float((entropy * copies).sum())
-    sums["logprob_diff"] += float(((logprobs.detach() - old_logprobs).abs() * copies).sum())
-    sums["advantage"] += float((a * copies).sum())
+    return {
+        "kl": float((kl.detach() * copies).sum()),
+        "clip_fraction": float((clipped * copies).sum()),
+        "ratio_mean": float((ratio * copies).sum()),
+        "entropy": float((entropy * copies).sum()),
+        "logprob_diff": float(((logprobs.detach() - old_logprobs).abs() * copies).sum()),
+        "advantage": float((a * copies).sum()),
+    }
