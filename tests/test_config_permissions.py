@@ -88,12 +88,10 @@ def test_recipe_passes_permissions_to_envs_that_take_them(tmp_path):
         "calculator-v0", **env_kwargs(SimpleNamespace(config=denying, run_dir=tmp_path / "run-2"))
     )
     env.reset(seed=0)
-    _, _, _, _, info = env.step(
+    obs, _, _, _, _ = env.step(
         Action("", tool_calls=(ToolCall("calculator", {"expression": "1+1"}, id="c"),))
     )
-    assert info["risk_events"][0]["denied"] and info["tool_results"][0]["content"].startswith(
-        "Denied:"
-    )
+    assert obs.risk_events[0].denied and obs.tool_results[0].content.startswith("Denied:")
     env.close()
     # an env that takes no permissions argument is a config error, named
     from agentic_rl.envs import register

@@ -15,6 +15,7 @@ This module imports only the standard library.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +116,109 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
+class RiskEvent:
+    """One risk event of a turn: a refused tool call or a risk detector's hit.
+
+    Produced by :class:`~agentic_rl.tools.governance.executor.ToolExecutor` (denials and the
+    tools' risk detectors) and by envs (e.g. test tampering); counted by the risk components of
+    :mod:`agentic_rl.rewards.risk`.
+
+    Attributes:
+        category: what kind of risk (``"denied"``, ``"sandbox_limit"``,
+            ``"path_outside_workspace"``, an env's own category, ...).
+        tool: name of the tool involved ("" when none).
+        reason: human-readable explanation.
+        call_id: id of the ``ToolCall`` involved ("" when none).
+        rule: the permission rule or limit that fired ("" when none).
+        denied: True when the permission policy refused the call.
+    """
+
+    category: str
+    tool: str = ""
+    reason: str = ""
+    call_id: str = ""
+    rule: str = ""
+    denied: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RiskEvent:
+        """The event of a plain dict (a stored record, a user risk detector's output).
+
+        Keys other than the fields are ignored; missing ones take their defaults.
+
+        Raises:
+            TypeError: ``d`` is not a mapping, or has no string ``category``.
+        """
+        if not isinstance(d, Mapping) or not isinstance(d.get("category"), str):
+            raise TypeError(f"a risk event must be a dict with a str 'category', got {d!r}")
+        return cls(
+            category=d["category"],
+            tool=str(d.get("tool", "")),
+            reason=str(d.get("reason", "")),
+            call_id=str(d.get("call_id", "")),
+            rule=str(d.get("rule", "")),
+            denied=bool(d.get("denied", False)),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as a JSON-serialisable dict (inverse of :meth:`from_dict`). Never raises."""
+        return {
+            "category": self.category,
+            "tool": self.tool,
+            "reason": self.reason,
+            "call_id": self.call_id,
+            "rule": self.rule,
+            "denied": self.denied,
+        }
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    """One memory tool call, as the memory toolkit reports it (see :mod:`agentic_rl.memory.tools`).
+
+    Attributes:
+        op: ``"write"``, ``"search"``, ``"update"`` or ``"delete"``.
+        ok: False when the call failed.
+        entry_ids: ids of the entries written, returned, updated or deleted.
+        hits: for a search, the number of entries returned (0 otherwise).
+        store_size: entries in the store after the call.
+    """
+
+    op: str
+    ok: bool
+    entry_ids: tuple[int, ...] = ()
+    hits: int = 0
+    store_size: int = 0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MemoryEvent:
+        """The event of a plain dict (a stored record).
+
+        Raises:
+            TypeError: ``d`` is not a mapping, or has no string ``op``.
+        """
+        if not isinstance(d, Mapping) or not isinstance(d.get("op"), str):
+            raise TypeError(f"a memory event must be a dict with a str 'op', got {d!r}")
+        return cls(
+            op=d["op"],
+            ok=bool(d.get("ok", False)),
+            entry_ids=tuple(int(i) for i in d.get("entry_ids", ())),
+            hits=int(d.get("hits", 0)),
+            store_size=int(d.get("store_size", 0)),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as a JSON-serialisable dict (inverse of :meth:`from_dict`). Never raises."""
+        return {
+            "op": self.op,
+            "ok": self.ok,
+            "entry_ids": list(self.entry_ids),
+            "hits": self.hits,
+            "store_size": self.store_size,
+        }
+
+
+@dataclass(frozen=True)
 class Message:
     """One chat message (``role`` in system, user, assistant, tool)."""
 
@@ -126,13 +230,28 @@ class Message:
 class Observation:
     """What the environment shows the policy after ``reset`` or ``step``.
 
+    Besides the text, a step's observation carries the typed step data that other layers read
+    (the rollout engine copies it onto the ``Turn``); ``info`` holds env-specific extras only.
+
     Attributes:
         messages: new messages to append to the conversation (on reset: system and task).
         tools: JSON schemas of the tools available (set on reset; empty means unchanged).
+        tool_results: results of the step's tool calls, in order (the tool messages' source).
+        risk_events: risk events of the step (denials, detector hits, env checks), in order.
+        memory_events: memory tool calls of the step, in order.
+        process_reward: the env's per-turn process reward for the step, None when it gives none
+            (credit assignment then uses a generic tool-health signal).
+        context_reset: True when the env wiped the conversation: ``messages`` start a new
+            context after the system message (see :mod:`agentic_rl.rollout.context`).
     """
 
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+    risk_events: tuple[RiskEvent, ...] = ()
+    memory_events: tuple[MemoryEvent, ...] = ()
+    process_reward: float | None = None
+    context_reset: bool = False
 
 
 @dataclass(frozen=True)
@@ -170,6 +289,8 @@ class Turn:
             of ``max_total_tokens``) before the policy sampled its end-of-turn token. Such a
             turn is the episode's last: the env was not stepped with it (``reward`` 0, no
             observation, no tool calls parsed or run) and the episode ends truncated.
+        risk_events, memory_events, process_reward, context_reset: the step's typed data, as
+            the env's ``Observation`` gave them (see :class:`Observation`).
     """
 
     index: int
@@ -182,6 +303,10 @@ class Turn:
     logprobs: tuple[float, ...]
     info: dict[str, Any] = field(default_factory=dict)
     truncated: bool = False
+    risk_events: tuple[RiskEvent, ...] = ()
+    memory_events: tuple[MemoryEvent, ...] = ()
+    process_reward: float | None = None
+    context_reset: bool = False
 
     @property
     def num_generated_tokens(self) -> int:
@@ -215,8 +340,11 @@ class Trajectory:
         stop_reason: why the episode ended.
         reward: total scored reward (None until scored).
         reward_components: named component values (unweighted) from the rubric.
-        info: free metadata (task level, answer, failure message, ...).
+        info: free metadata of the env (task level, answer, ...).
         segment_starts: ascending token indices where segments start; the first is 0.
+        failure: why the episode must be excluded from training (an env, tool, request or
+            reward function error), None when it did not fail.
+        policy_version: optimizer updates the sampling policy had received, None when unknown.
     """
 
     env_id: str
@@ -233,6 +361,8 @@ class Trajectory:
     reward_components: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     segment_starts: tuple[int, ...] = (0,)
+    failure: str | None = None
+    policy_version: int | None = None
 
     @property
     def segments(self) -> tuple[tuple[int, int], ...]:
@@ -253,7 +383,7 @@ class Trajectory:
     @property
     def failed(self) -> bool:
         """True when the episode must be excluded from training (infra or reward error)."""
-        return self.stop_reason == StopReason.ERROR or "failure" in self.info
+        return self.stop_reason == StopReason.ERROR or self.failure is not None
 
     @property
     def num_generated_tokens(self) -> int:

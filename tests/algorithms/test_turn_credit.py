@@ -154,8 +154,17 @@ def _trajectory(process_reward=None) -> Trajectory:
         (0, 1, 1),
         (0.0, -0.1, -0.2),
     )
-    info = {"process_reward": process_reward} if process_reward is not None else {}
-    turn1 = Turn(1, Action("<answer>6</answer>"), None, 1.0, (), (8, 9), (0, 1), (0.0, -0.3), info)
+    turn1 = Turn(
+        1,
+        Action("<answer>6</answer>"),
+        None,
+        1.0,
+        (),
+        (8, 9),
+        (0, 1),
+        (0.0, -0.3),
+        process_reward=process_reward,
+    )
     messages = (
         Message("system", "s"),
         Message("user", "q"),

@@ -11,7 +11,7 @@ from agentic_rl.envs.calculator.env import INSTRUCTIONS
 from agentic_rl.envs.calculator.tasks import LEVELS, make_task
 from agentic_rl.rewards import RewardWeights
 from agentic_rl.tools import evaluate_arithmetic, parse_tool_calls
-from agentic_rl.types import Action, Message, StopReason, ToolCall, ToolResult, Trajectory, Turn
+from agentic_rl.types import Action, Message, StopReason, ToolCall, Trajectory, Turn
 
 
 def _action(text: str, turn: int = 0) -> Action:
@@ -175,8 +175,8 @@ def test_tool_errors_become_observations():
     assert contents[2].startswith("Error: CalculatorError: ")
     assert contents[3] == "42"
     assert info["tool_calls"] == 4 and info["tool_errors"] == 3
-    assert [r["ok"] for r in info["tool_results"]] == [False, False, False, True]
-    assert [r["call_id"] for r in info["tool_results"]] == [
+    assert [r.ok for r in obs.tool_results] == [False, False, False, True]
+    assert [r.call_id for r in obs.tool_results] == [
         "call_0_0",
         "call_0_1",
         "call_0_2",
@@ -212,9 +212,7 @@ def _oracle_trajectory(seed: int, generated: int) -> Trajectory:
     for reply, (o, r, _term, _trunc, step_info) in _play_oracle(env, seed):
         messages.append(Message("assistant", reply))
         messages.extend(o.messages)
-        results = tuple(
-            ToolResult(**x) for x in step_info.get("tool_results", ())
-        )  # as the engine types them
+        results = o.tool_results  # as the engine copies them
         turns.append(
             Turn(
                 len(turns),
@@ -296,13 +294,12 @@ def test_rubric_of_a_real_oracle_rollout(chat):
 
 
 def _played(env, replies):
-    """Step ``env`` through ``replies`` and type the turns as the engine does (tool results from info)."""
+    """Step ``env`` through ``replies`` and type the turns as the engine does (tool results from the observation)."""
     turns = []
     for i, reply in enumerate(replies):
         action = _action(reply, i)
-        _obs, r, _term, _trunc, info = env.step(action)
-        results = tuple(ToolResult(**x) for x in info.get("tool_results", ()))
-        turns.append(Turn(i, action, None, r, results, (), (), (), info))
+        obs, r, _term, _trunc, info = env.step(action)
+        turns.append(Turn(i, action, None, r, obs.tool_results, (), (), (), info))
     return Trajectory(
         "calculator-v0",
         0,

@@ -113,9 +113,11 @@ def test_math_python_timeout_is_a_sandbox_limit_hit_in_the_rubric():
             (_python("while True:\n    pass"), Action("<answer>0</answer>"))
         ):
             obs, reward, terminated, truncated, info = env.step(action)
-            turns.append(Turn(i, action, obs, reward, (), (), (), (), info))
-        events = turns[0].info["risk_events"]
-        assert [(e["category"], e["rule"]) for e in events] == [("sandbox_limit", "timeout")]
+            turns.append(
+                Turn(i, action, obs, reward, (), (), (), (), info, risk_events=obs.risk_events)
+            )
+        events = turns[0].risk_events
+        assert [(e.category, e.rule) for e in events] == [("sandbox_limit", "timeout")]
         traj = Trajectory(
             "math-python-v0", 0, "g", "t", (), tuple(turns), (), (), (), StopReason.TERMINATED
         )

@@ -114,7 +114,7 @@ def test_injected_instruction_in_memory_cannot_run_a_denied_tool(tmp_path, chat)
     # the episode still ends correctly, and the poisoned entry was retrieved (it was the injection's way in)
     assert scored.reward_components["correct_answers"] == 1.0
     assert poisoned.id in {
-        i for t in trajectory.turns for e in t.info.get("memory_events", []) for i in e["entry_ids"]
+        i for t in trajectory.turns for e in t.memory_events for i in e.entry_ids
     }
 
 

@@ -106,20 +106,20 @@ def test_oracle_through_the_rollout_engine_within_the_default_budgets(chat):
         assert 0 < c["memory_tokens"] < t.num_generated_tokens + len(t.token_ids)
         # R = 1·1 + 0.1·1 − (0.01·2 + 0.05·0 + 0.0005·generated) − 0
         assert t.reward == pytest.approx(1.1 - 0.02 - 0.0005 * t.num_generated_tokens)
-        assert [turn.info["context_reset"] for turn in t.turns] == [True, False, False]
+        assert [turn.context_reset for turn in t.turns] == [True, False, False]
 
 
 def test_sessions_wipe_history_and_say_so():
     env = make("memory-recall-v0")
     obs, info = env.reset(seed=5)
     task = make_task(5, ("recall",), 3, 1)
-    assert [m.role for m in obs.messages] == ["system", "user"] and info["context_reset"] is False
+    assert [m.role for m in obs.messages] == ["system", "user"] and obs.context_reset is False
     assert task.customer in obs.messages[1].content and "wiped" in obs.messages[1].content
     assert info["expected"] == [task.answer(task.questions[0])]
     obs, reward, done, truncated, info = env.step(
         Action("I will remember.")
     )  # ends the reveal session
-    assert (reward, done, truncated, info["context_reset"], info["session_ended"]) == (
+    assert (reward, done, truncated, obs.context_reset, info["session_ended"]) == (
         0.0,
         False,
         False,
@@ -143,8 +143,8 @@ def test_a_session_ends_after_max_session_turns_of_searching():
     search = parse_tool_calls(
         '<tool_call>{"name": "memory_search", "arguments": {"query": "x"}}</tool_call>'
     )[0]
-    _, _, done, _, info = env.step(Action("s", search))
-    assert not done and info["context_reset"] is False
+    obs, _, done, _, info = env.step(Action("s", search))
+    assert not done and obs.context_reset is False
     _, _, done, _, info = env.step(Action("s", search))
     assert done and info["correct"] is False and info["answer"] is None
 

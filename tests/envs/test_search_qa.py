@@ -142,10 +142,10 @@ def test_open_and_bad_ids_become_observations(env):
             "<answer>x</answer>",
         ],
     )
-    results = traj.turns[0].info["tool_results"]
-    assert results[0]["content"] == doc.text and results[0]["ok"]
-    assert "no document 'nope'" in results[1]["content"] and not results[1]["ok"]
-    assert not results[2]["ok"]
+    results = traj.turns[0].tool_results
+    assert results[0].content == doc.text and results[0].ok
+    assert "no document 'nope'" in results[1].content and not results[1].ok
+    assert not results[2].ok
 
 
 # -- episode contract and grading ------------------------------------------------------------
@@ -218,8 +218,8 @@ def test_following_an_injected_instruction_is_denied_and_costs(tmp_path):
             f"<answer>{e.question.answer}</answer>",
         ],
     )
-    denied = traj.turns[1].info["tool_results"][0]
-    assert denied["content"].startswith("Denied") and not denied["ok"]
+    denied = traj.turns[1].tool_results[0]
+    assert denied.content.startswith("Denied") and not denied.ok
     total, parts = e.rubric().score(traj)
     assert parts["followed_injection"] == 1.0 and parts["denied_calls"] == 1.0
     assert parts["exact_match"] == 1.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentic_rl.memory import metrics as mm
-from agentic_rl.types import Action, StopReason, ToolCall, Trajectory, Turn
+from agentic_rl.types import Action, MemoryEvent, StopReason, ToolCall, Trajectory, Turn
 
 
 def _turn(index, calls=(), events=(), sampled=4, context=3, **info):
@@ -20,12 +20,14 @@ def _turn(index, calls=(), events=(), sampled=4, context=3, **info):
         ids,
         (0,) * context + (1,) * sampled,
         (0.0,) * len(ids),
-        {"memory_events": list(events), **info},
+        info,
+        memory_events=tuple(events),
+        context_reset=bool(info.pop("context_reset", False)),
     )
 
 
 def _ev(op, ok=True, ids=(), hits=0, size=0):
-    return {"op": op, "ok": ok, "entry_ids": list(ids), "hits": hits, "store_size": size}
+    return MemoryEvent(op, ok, tuple(ids), hits, size)
 
 
 def _trajectory(turns):
@@ -123,7 +125,8 @@ def test_a_trajectory_without_memory_scores_zero():
 
 
 def test_broken_events_fail_loudly():
-    t = _trajectory([Turn(0, Action(""), None, 0.0, (), (), (), (), {"memory_events": "oops"})])
+    turn = Turn(0, Action(""), None, 0.0, (), (), (), (), {}, memory_events=({"op": "x"},))
+    t = _trajectory([turn])
     with pytest.raises(TypeError, match="memory_events"):
         mm.memory_ops(t)
 

@@ -77,7 +77,7 @@ def test_write_search_update_delete_round_trip_is_audited(tmp_path):
         r["decision"] == "allow" and r["run_id"] == "r1" and r["trajectory_id"] == "t1"
         for r in records
     )
-    assert kit.drain_events() == [
+    assert [e.to_dict() for e in kit.drain_events()] == [
         {"op": "write", "ok": True, "entry_ids": [1], "hits": 0, "store_size": 1},
         {"op": "write", "ok": True, "entry_ids": [2], "hits": 0, "store_size": 2},
         {"op": "search", "ok": True, "entry_ids": [1, 2], "hits": 2, "store_size": 2},
@@ -85,7 +85,7 @@ def test_write_search_update_delete_round_trip_is_audited(tmp_path):
         {"op": "delete", "ok": True, "entry_ids": [2], "hits": 0, "store_size": 1},
         {"op": "search", "ok": True, "entry_ids": [], "hits": 0, "store_size": 1},
     ]
-    assert kit.drain_events() == []
+    assert kit.drain_events() == ()
 
 
 def test_refused_operations_are_error_observations_and_failed_events(tmp_path):
@@ -104,7 +104,7 @@ def test_refused_operations_are_error_observations_and_failed_events(tmp_path):
     assert not result.ok and "k must be between 1 and 10" in result.content
     result, _ = _run(executor, "memory_delete", id="1")  # schema: id is an integer
     assert not result.ok and "id" in result.content
-    assert [e["ok"] for e in kit.drain_events()] == [True, False, False, False, False]
+    assert [e.ok for e in kit.drain_events()] == [True, False, False, False, False]
     assert [r["status"] for r in audit.read()] == [
         "ok",
         "error",
@@ -129,7 +129,7 @@ def test_permission_policy_can_deny_a_memory_tool(tmp_path):
     kit.store.write("keep me")
     result, events = _run(executor, "memory_delete", id=1)
     assert not result.ok and result.content.startswith("Denied:")
-    assert events and events[0]["denied"] and events[0]["tool"] == "memory_delete"
+    assert events and events[0].denied and events[0].tool == "memory_delete"
     assert len(kit.store) == 1  # never ran
     result, _ = _run(executor, "memory_write", text="x")  # unlisted tool: the default denies it
     assert result.content.startswith("Denied:")

@@ -101,7 +101,7 @@ def test_chat_completions_with_tools_run_calculator_episodes(server_url):
         policy_version=0,
     )
     for t in trajs:
-        assert not t.failed, t.info.get("failure")
+        assert not t.failed, t.failure
         # a reply the server cut at max_tokens ends the episode (MAX_NEW_TOKENS); 256 leaves room to finish
         assert t.stop_reason in (StopReason.TERMINATED, StopReason.MAX_TURNS), [
             m.content for m in t.messages[2:]
@@ -109,7 +109,7 @@ def test_chat_completions_with_tools_run_calculator_episodes(server_url):
         assert (
             t.messages[2].role == "assistant" and t.messages[2].content.strip()
         )  # the model answered
-        assert t.turns and t.info["policy_version"] == 0
+        assert t.turns and t.policy_version == 0
         scored = envs[0].rubric().apply(t)  # rubric runs on text-only trajectories
         assert scored.reward is not None and "correct_answer" in scored.reward_components
 
@@ -125,5 +125,5 @@ def test_token_in_token_out_is_refused_as_failed_trajectories(server_url, chat):
     for t in trajs:
         assert t.failed and t.num_generated_tokens == 0
         assert (
-            "inference request failed" in t.info["failure"] and "validation" in t.info["failure"]
+            "inference request failed" in t.failure and "validation" in t.failure
         )  # its 500: ids refused

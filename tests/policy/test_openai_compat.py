@@ -76,7 +76,7 @@ def test_a_failing_request_fails_its_trajectory_only(tiny_model, chat):
         assert server.requests >= 3  # seed 2's first turn was tried twice (1 retry); seed 1 ran
     ok, bad = trajs
     assert not ok.failed
-    assert bad.failed and "500" in bad.info["failure"] and bad.num_generated_tokens == 0
+    assert bad.failed and "500" in bad.failure and bad.num_generated_tokens == 0
     assert list(policy.failures) == [bad.trajectory_id]
 
 
@@ -84,10 +84,10 @@ def test_timeout_and_missing_token_ids_become_failures(tiny_model, chat):
     with StubServer(tiny_model, chat.tokenizer, chat.eos_token_id) as server:
         server.control["sleep_s"] = 1.0
         policy, trajs = _rollout(server, chat, [5], timeout_s=0.3, max_retries=0)
-        assert trajs[0].failed and "Timeout" in trajs[0].info["failure"]
+        assert trajs[0].failed and "Timeout" in trajs[0].failure
         server.control.update(sleep_s=0, no_ids=True)  # a llama.cpp-style answer: text tokens only
         policy, trajs = _rollout(server, chat, [5])
-        assert trajs[0].failed and "no sampled token ids" in trajs[0].info["failure"]
+        assert trajs[0].failed and "no sampled token ids" in trajs[0].failure
 
 
 def test_chat_completions_with_structured_tool_calls(chat):
@@ -109,7 +109,7 @@ def test_chat_completions_with_structured_tool_calls(chat):
     assert sent[-2]["tool_calls"][0]["function"]["name"] == "calculator"
     assert sent[-1] == {"role": "tool", "content": "42", "tool_call_id": "call_0_0"}
     assert t.stop_reason == StopReason.TERMINATED and t.turns[0].tool_results[0].content == "42"
-    assert t.token_ids == () and t.info["token_ids"] == "none" and t.info["policy_version"] == 7
+    assert t.token_ids == () and t.info["token_ids"] == "none" and t.policy_version == 7
 
 
 def test_chat_completions_honour_a_context_reset(chat):
@@ -127,7 +127,7 @@ def test_chat_completions_honour_a_context_reset(chat):
     assert all("I will remember." not in m["content"] for m in second["messages"])
     # the trajectory keeps the whole conversation
     assert [m.role for m in t.messages] == ["system", "user", "assistant", "user", "assistant"]
-    assert t.turns[0].info["context_reset"] is True and t.stop_reason == StopReason.TERMINATED
+    assert t.turns[0].context_reset is True and t.stop_reason == StopReason.TERMINATED
 
 
 def test_chat_reply_cut_at_max_tokens_is_not_given_to_the_env(chat):
@@ -160,7 +160,7 @@ def test_chat_request_failure_is_a_failed_episode(chat):
         "http://127.0.0.1:9/v1", timeout_s=2.0, max_retries=0
     )  # nothing listens on port 9
     (t,) = run_chat_episodes(client, "m", [make("calculator-v0")], [0], ["g"])
-    assert t.failed and t.stop_reason == StopReason.ERROR and "Connection" in t.info["failure"]
+    assert t.failed and t.stop_reason == StopReason.ERROR and "Connection" in t.failure
 
 
 def test_bad_client_settings_are_rejected():

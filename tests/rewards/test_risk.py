@@ -1,4 +1,4 @@
-"""Built-in risk components, counted from per-turn ``info["risk_events"]`` (values worked by hand)."""
+"""Built-in risk components, counted from ``Turn.risk_events`` (values worked by hand)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from agentic_rl.rewards.risk import (
     risk_functions,
     sandbox_limit_hits,
 )
-from agentic_rl.types import Action, StopReason, Trajectory, Turn
+from agentic_rl.types import Action, RiskEvent, StopReason, Trajectory, Turn
 
 
 def _traj(*turn_events):
@@ -27,7 +27,10 @@ def _traj(*turn_events):
             (),
             (),
             (),
-            {"risk_events": list(ev)} if ev is not None else {},
+            {},
+            risk_events=tuple(
+                RiskEvent.from_dict(e) if isinstance(e, dict) else e for e in ev or ()
+            ),
         )
         for i, ev in enumerate(turn_events)
     )

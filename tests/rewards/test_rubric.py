@@ -110,7 +110,7 @@ def test_failing_function_raises_and_excludes_loudly(fn, pattern, caplog):
     with caplog.at_level(logging.ERROR, logger="agentic_rl.rewards.rubric"):
         scored = rubric.apply(_traj(level="x"))
     assert scored.reward is None and scored.reward_components == {}
-    assert scored.failed and "bad" in scored.info["failure"] and scored.info["level"] == "x"
+    assert scored.failed and "bad" in scored.failure and scored.info["level"] == "x"
     assert any("excluded" in r.getMessage() for r in caplog.records)
 
 

@@ -127,7 +127,7 @@ def test_env_step_error_fails_only_its_episode(chat):
     )
     good0, bad, good2 = trajs
     assert bad.stop_reason == StopReason.ERROR and bad.failed
-    assert bad.info["failure"] == "step raised RuntimeError: boom"
+    assert bad.failure == "step raised RuntimeError: boom"
     assert len(bad.turns) == 1 and bad.turns[0].observation is None
     for t in (good0, good2):
         assert t.stop_reason == StopReason.TERMINATED and not t.failed
@@ -140,7 +140,7 @@ def test_env_reset_error_fails_only_its_episode(chat):
         ScriptedPolicy(chat, _oracle(envs)), chat, envs, [0, 1], ["a", "b"], RolloutConfig()
     )
     assert trajs[0].stop_reason == StopReason.ERROR
-    assert trajs[0].info["failure"] == "reset raised OSError: no sandbox"
+    assert trajs[0].failure == "reset raised OSError: no sandbox"
     assert trajs[0].turns == () and trajs[0].token_ids == ()
     assert trajs[1].stop_reason == StopReason.TERMINATED
 

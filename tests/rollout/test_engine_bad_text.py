@@ -117,6 +117,6 @@ def test_env_text_the_tokenizer_rejects_fails_only_its_episode(chat):
     bad_step, good, bad_reset = trajs
     for bad in (bad_step, bad_reset):
         assert bad.stop_reason == StopReason.ERROR and bad.failed
-        assert bad.info["failure"].startswith("tokenizing the observation raised")
+        assert bad.failure.startswith("tokenizing the observation raised")
     assert len(bad_step.turns) == 1 and bad_reset.turns == ()
     assert good.stop_reason == StopReason.TERMINATED and good.turns[-1].info["correct"]

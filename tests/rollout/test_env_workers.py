@@ -78,9 +78,7 @@ def test_a_dead_worker_fails_its_episodes_only(pool, chat):
     got = _oracle_rollout(chat, envs, kill=fresh.actors[0])
     for env, t in zip(envs, got):
         if env.worker_index == 0:
-            assert (
-                t.stop_reason == StopReason.ERROR and t.failed and "ActorDied" in t.info["failure"]
-            )
+            assert t.stop_reason == StopReason.ERROR and t.failed and "ActorDied" in t.failure
         else:
             assert t.stop_reason == StopReason.TERMINATED
     fresh.shutdown()

@@ -69,9 +69,7 @@ def test_memory_recall_oracle_starts_a_segment_at_each_session(chat, kwargs, ses
         assert len(t.segment_starts) == sessions
         # a new segment starts exactly after each turn whose step reset the context
         resets = [len(turn.token_ids) for turn in t.turns]
-        ends = [
-            sum(resets[: i + 1]) for i, turn in enumerate(t.turns) if turn.info.get("context_reset")
-        ]
+        ends = [sum(resets[: i + 1]) for i, turn in enumerate(t.turns) if turn.context_reset]
         assert list(t.segment_starts[1:]) == ends
         _check_stream(t, chat)
         first = chat.decode(t.token_ids[: t.segment_starts[1]])

@@ -69,13 +69,13 @@ class PythonScratchEnv(Env):
         self.turn += 1
         if action.tool_calls or action.tool_call_errors:
             report = self.sandboxed.execute(action, self.turn - 1)
-            info = {
-                "tool_calls": len(report.results),
-                "tool_results": [dataclasses.asdict(r) for r in report.results],
-                "risk_events": list(report.risk_events),
-            }
+            info = {"tool_calls": len(report.results)}
             return (
-                Observation(tuple(Message("tool", r.content) for r in report.results)),
+                Observation(
+                    tuple(Message("tool", r.content) for r in report.results),
+                    tool_results=report.results,
+                    risk_events=report.risk_events,
+                ),
                 0.0,
                 False,
                 False,

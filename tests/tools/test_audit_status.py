@@ -66,11 +66,11 @@ def test_timeout_is_recorded_as_timeout_and_a_limit_hit(tmp_path):
         None,
         None,
     )
-    assert [(e["category"], e["rule"]) for e in events] == [("sandbox_limit", "timeout")]
+    assert [(e.category, e.rule) for e in events] == [("sandbox_limit", "timeout")]
 
 
 def test_cpu_limit_kill_is_recorded_and_counted_as_a_limit_hit(tmp_path):
     # 1 s of CPU; the generous wall-clock timeout only matters on a heavily loaded host
     record, events = _audited(tmp_path, "while True:\n    pass", timeout_s=120.0, cpu_seconds=1)
     assert (record["status"], record["ok"], record["signal"]) == ("killed", False, "SIGXCPU")
-    assert [(e["category"], e["rule"]) for e in events] == [("sandbox_limit", "cpu")]
+    assert [(e.category, e.rule) for e in events] == [("sandbox_limit", "cpu")]

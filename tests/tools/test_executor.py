@@ -121,7 +121,7 @@ def test_denied_call_never_runs_is_audited_and_is_a_risk_event(tmp_path):
     assert event == risk_event(
         "denied",
         "delete_files",
-        event["reason"],
+        event.reason,
         call_id="c0",
         rule="side_effects.irreversible",
         denied=True,
@@ -144,7 +144,7 @@ def test_path_outside_workspace_is_denied_with_its_category(tmp_path):
         turn=0,
     )
     assert RAN == []
-    assert [e["category"] for e in report.risk_events] == ["path_outside_workspace"]
+    assert [e.category for e in report.risk_events] == ["path_outside_workspace"]
     assert ex.audit.read()[0]["rule"] == "tools.write_file.paths.path"
 
 
@@ -215,7 +215,7 @@ def test_risk_detector_turns_results_into_events(tmp_path):
     report = ex.execute(
         [ToolCall("explode", {"kind": "value"}, id="c0")], [], trajectory_id="t", turn=0
     )
-    assert [e["category"] for e in report.risk_events] == ["sandbox_limit"]
+    assert [e.category for e in report.risk_events] == ["sandbox_limit"]
 
 
 def test_bad_construction():
@@ -227,7 +227,7 @@ def test_bad_construction():
     report = ToolExecutor(TOOLS, POLICY).execute(
         [ToolCall("delete_files", {"path": "/"})], [], trajectory_id="t", turn=0
     )
-    assert RAN == [] and report.risk_events[0]["denied"]
+    assert RAN == [] and report.risk_events[0].denied
 
 
 # -- prompt injection through a real episode ------------------------------------------------
@@ -285,7 +285,7 @@ def test_prompt_injection_is_denied_audited_and_costs_risk(chat, tmp_path):
     assert RAN == []  # ... but the tool never ran
     denied = traj.turns[1].tool_results[0]
     assert not denied.ok and denied.content.startswith("Denied:")
-    assert traj.turns[1].info["risk_events"][0]["category"] == "denied"
+    assert traj.turns[1].risk_events[0].category == "denied"
     records = AuditLog(tmp_path / "audit.jsonl").read()
     assert [(r["tool"], r["decision"]) for r in records] == [
         ("read_notes", "allow"),
@@ -312,8 +312,8 @@ def test_calculator_env_routes_calls_through_the_executor(tmp_path):
         ToolCall("calculator", {"expression": "6 * 7"}, id="call_0_0"),
         ToolCall("rm", {}, id="call_0_1"),
     )
-    _, _, _, _, info = env.step(Action("", tool_calls=calls))
-    assert info["risk_events"] == [] and [r["content"] for r in info["tool_results"]][0] == "42"
+    obs, _, _, _, _ = env.step(Action("", tool_calls=calls))
+    assert obs.risk_events == () and obs.tool_results[0].content == "42"
     records = AuditLog(tmp_path / "audit.jsonl").read(trajectory_id="traj-7")
     assert [(r["tool"], r["decision"], r["turn"]) for r in records] == [
         ("calculator", "allow", 0),

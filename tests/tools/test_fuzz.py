@@ -341,16 +341,15 @@ class EmitEnv(Env):
         report = self.executor.execute(
             action.tool_calls, action.tool_call_errors, trajectory_id="e", turn=self.turn - 1
         )
-        results = [
-            {"call_id": r.call_id, "name": r.name, "content": r.content, "ok": r.ok}
-            for r in report.results
-        ]
         return (
-            Observation(tuple(Message("tool", r.content) for r in report.results)),
+            Observation(
+                tuple(Message("tool", r.content) for r in report.results),
+                tool_results=report.results,
+            ),
             0.0,
             False,
             False,
-            {"tool_results": results},
+            {},
         )
 
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
@@ -381,7 +380,7 @@ def test_fuzz_rollout_engine(chat, env_id, tmp_path):
         trajs, seconds = _timed(run_episodes, policy, chat, envs, list(range(8)), ["g"] * 8, config)
         worst = max(worst, seconds / 8)
         assert seconds / 8 < MAX_CASE_CPU_S, f"batch {batch}: {seconds:.2f} s"
-        assert len(trajs) == 8 and not [t.info.get("failure") for t in trajs if t.failed]
+        assert len(trajs) == 8 and not [t.failure for t in trajs if t.failed]
         for t in trajs:
             assert (
                 len(t.token_ids) == len(t.loss_mask) == len(t.logprobs) <= config.max_total_tokens

@@ -125,7 +125,7 @@ def test_sandbox_tools_report_limits_and_escapes_without_wiring(box, tmp_path):
         ("read_file", {"path": "/etc/passwd"}),
         ("list_dir", {"path": "."}),
     )
-    events = [(e["category"], e["rule"], e["call_id"], e["denied"]) for e in report.risk_events]
+    events = [(e.category, e.rule, e.call_id, e.denied) for e in report.risk_events]
     assert events == [
         ("sandbox_limit", "output_truncated", "call_0_1", False),
         ("sandbox_limit", "timeout", "call_0_2", False),
@@ -144,8 +144,8 @@ def test_sandbox_tools_report_limits_and_escapes_without_wiring(box, tmp_path):
 def test_symlink_escape_is_an_attempt(box):
     box.run_python("import os\nos.symlink('/etc', 'e')")
     report = _run(ToolExecutor(box.tools(), ALLOW), ("read_file", {"path": "e/hostname"}))
-    assert [e["category"] for e in report.risk_events] == ["path_outside_workspace"]
-    assert "symbolic link" in report.risk_events[0]["reason"] and not report.results[0].ok
+    assert [e.category for e in report.risk_events] == ["path_outside_workspace"]
+    assert "symbolic link" in report.risk_events[0].reason and not report.results[0].ok
 
 
 def test_path_rule_denial_is_one_event_counted_twice(box):
@@ -156,7 +156,7 @@ def test_path_rule_denial_is_one_event_counted_twice(box):
         ToolExecutor(box.tools(), policy), ("write_file", {"path": "../x", "content": "1"})
     )
     (event,) = report.risk_events  # the tool never ran, so its detector did not run either
-    assert event["category"] == "path_outside_workspace" and event["denied"] is True
+    assert event.category == "path_outside_workspace" and event.denied is True
 
 
 def test_executor_wide_detector_does_not_double_count(box):
@@ -172,7 +172,7 @@ def test_executor_wide_detector_does_not_double_count(box):
         ("py", {"code": "while True: pass"}),
         ("write_file", {"path": "/x", "content": ""}),
     )
-    assert [(e["category"], e["call_id"]) for e in report.risk_events] == [
+    assert [(e.category, e.call_id) for e in report.risk_events] == [
         ("sandbox_limit", "call_0_0"),
         ("path_outside_workspace", "call_0_1"),
     ]

@@ -15,7 +15,7 @@ from agentic_rl.types import StopReason, Trajectory
 
 
 def _traj(level, reward, outcome, failed=False, generated=4) -> Trajectory:
-    info = {"level": level, **({"failure": "boom"} if failed else {})}
+    info = {"level": level}
     comps = {} if failed else {"outcome": outcome, "correct_answer": outcome, "cost": 0.01}
     return Trajectory(
         "x-v0",
@@ -31,6 +31,7 @@ def _traj(level, reward, outcome, failed=False, generated=4) -> Trajectory:
         reward=None if failed else reward,
         reward_components=comps,
         info=info,
+        failure="boom" if failed else None,
     )
 
 

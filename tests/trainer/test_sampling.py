@@ -10,7 +10,7 @@ from agentic_rl.types import StopReason, Trajectory
 
 
 def _traj(gid: str, outcome: float, level: str = "a", failed: bool = False) -> Trajectory:
-    info = {"level": level, **({"failure": "boom"} if failed else {})}
+    info = {"level": level}
     comps = {} if failed else {"outcome": outcome, "cost": 0.01 * len(gid)}
     return Trajectory(
         "x-v0",
@@ -26,6 +26,7 @@ def _traj(gid: str, outcome: float, level: str = "a", failed: bool = False) -> T
         reward=None if failed else outcome,
         reward_components=comps,
         info=info,
+        failure="boom" if failed else None,
     )
 
 

@@ -15,7 +15,7 @@ from agentic_rl.trainer.weight_sync import (
 from agentic_rl.types import StopReason, Trajectory
 
 
-def _traj(info=None) -> Trajectory:
+def _traj(version=None) -> Trajectory:
     return Trajectory(
         "e-v0",
         0,
@@ -27,12 +27,12 @@ def _traj(info=None) -> Trajectory:
         (0, 1),
         (0.0, -1.0),
         StopReason.TERMINATED,
-        info=info or {},
+        policy_version=version,
     )
 
 
 def test_stamp_keeps_versions_a_backend_already_set():
-    fresh, lagging = stamp_policy_version([_traj(), _traj({"policy_version": 2})], 5)
+    fresh, lagging = stamp_policy_version([_traj(), _traj(2)], 5)
     assert policy_version_of(fresh) == 5 and policy_version_of(lagging) == 2
     assert policy_version_of(_traj()) is None
     # lags 5-5 = 0 and 5-2 = 3: mean 1.5, max 3

@@ -8,8 +8,10 @@ import pytest
 
 from agentic_rl.types import (
     Action,
+    MemoryEvent,
     Message,
     Observation,
+    RiskEvent,
     StopReason,
     ToolCall,
     ToolCallError,
@@ -49,6 +51,10 @@ def build_trajectory(
         loss_mask=(0, 0, 1, 1),
         logprobs=(0.0, 0.0, -0.123456789012345, -1e-9),
         info={"tool_latency_s": 0.01, "nested": {"list": [1, "two", None]}},
+        risk_events=(RiskEvent("denied", "rm", "irreversible", "call_0_0", "tools.rm", True),),
+        memory_events=(MemoryEvent("write", True, (3,), 0, 1),),
+        process_reward=-0.5,
+        context_reset=True,
     )
     turn1 = Turn(
         index=1,

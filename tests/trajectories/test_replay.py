@@ -141,7 +141,7 @@ def test_every_builtin_env_replays_its_oracle_run_without_divergence(env_id, cha
         RolloutConfig(max_turns=6, max_new_tokens=256, max_total_tokens=8192),
     )
     env.close()
-    assert traj.turns and traj.stop_reason.value != "error", traj.info.get("failure")
+    assert traj.turns and traj.stop_reason.value != "error", traj.failure
     fresh = make(env_id)
     try:
         result = replay(traj, fresh)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -31,7 +32,7 @@ def test_every_stop_reason_and_none_reward_round_trip(make_trajectory, reason):
 
 def test_record_layout_and_extra_keys(make_trajectory):
     record = trajectory_to_record(make_trajectory(), run="r1", step=3, phase="rl", advantage=0.5)
-    assert record["schema_version"] == SCHEMA_VERSION == 2
+    assert record["schema_version"] == SCHEMA_VERSION == 3
     assert record["stop_reason"] == "terminated"  # enum stored as its value
     assert (record["run"], record["step"], record["phase"], record["advantage"]) == (
         "r1",
@@ -50,7 +51,7 @@ def test_extra_key_colliding_with_field_raises(make_trajectory):
         trajectory_to_record(make_trajectory(), reward=3.0)
 
 
-@pytest.mark.parametrize("version", [None, 0, 3, "1"])
+@pytest.mark.parametrize("version", [None, 0, 4, "1"])
 def test_unknown_schema_version_raises(make_trajectory, version):
     record = trajectory_to_record(make_trajectory())
     if version is None:
@@ -68,10 +69,51 @@ def test_missing_field_raises_value_error(make_trajectory):
         trajectory_from_record(record)
 
 
-def test_version_1_records_still_read(make_trajectory):
-    record = trajectory_to_record(make_trajectory())
-    record["schema_version"] = 1  # v1 had the same required fields, fewer optional keys
-    assert trajectory_from_record(record) == make_trajectory()
+def _legacy_record(traj, version):
+    """``traj`` as a record of schema ``version`` (1 or 2): typed step data in ``info`` dicts."""
+    record = trajectory_to_record(traj)
+    record["schema_version"] = version
+    for turn in record["turns"]:
+        typed = {k: turn.pop(k) for k in ("risk_events", "memory_events", "process_reward")}
+        reset = turn.pop("context_reset")
+        turn["info"].update({k: v for k, v in typed.items() if v not in ([], None)})
+        if reset:
+            turn["info"]["context_reset"] = True
+    for key in ("failure", "policy_version"):
+        value = record.pop(key)
+        if value is not None:
+            record["info"][key] = value
+    return record
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_records_still_read_with_info_keys_as_fields(make_trajectory, version):
+    """Versions 1 and 2 kept risk/memory events, process rewards, context resets, failures and
+    policy versions in ``info``: reading moves them into the typed fields."""
+    traj = dataclasses.replace(make_trajectory(), failure="reward raised", policy_version=4)
+    record = json.loads(json.dumps(_legacy_record(traj, version)))
+    assert record["turns"][0]["info"]["process_reward"] == -0.5 and "failure" in record["info"]
+    back = trajectory_from_record(record)
+    assert back == traj and back.failed and back.policy_version == 4
+    assert back.turns[0].risk_events[0].denied and back.turns[0].memory_events[0].entry_ids == (3,)
+
+
+def test_typed_step_fields_round_trip(make_trajectory):
+    traj = dataclasses.replace(make_trajectory(), failure="step raised", policy_version=7)
+    record = json.loads(json.dumps(trajectory_to_record(traj)))
+    assert record["failure"] == "step raised" and record["policy_version"] == 7
+    assert record["turns"][0]["risk_events"][0]["category"] == "denied"
+    assert (
+        record["turns"][0]["process_reward"] == -0.5
+        and record["turns"][1]["process_reward"] is None
+    )
+    assert "risk_events" not in record["turns"][0]["info"]
+    assert trajectory_from_record(record) == traj
+
+
+def test_policy_version_extra_key_is_the_written_value(make_trajectory):
+    record = trajectory_to_record(make_trajectory(), policy_version=3)
+    assert trajectory_from_record(record).policy_version == 3
 
 
 def test_segment_starts_round_trip_and_old_records_have_one_segment(make_trajectory):

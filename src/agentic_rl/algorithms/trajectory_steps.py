@@ -6,7 +6,7 @@ Every env gets these without writing anything special:
   where it gives them, with the rest of the scored rubric total put on the last turn, so that
   Σ_k r_k = R (the trajectory reward) exactly. For an env that only rewards the final answer
   (``calculator-v0``) this is R on the last turn and 0 before (sparse outcome reward).
-- **process rewards** p_k (:func:`turn_process_rewards`): ``Turn.info["process_reward"]`` when
+- **process rewards** p_k (:func:`turn_process_rewards`): ``Turn.process_reward`` when
   the env reports one for the turn; otherwise a generic tool-health signal every env has,
   −(failed or rejected tool calls) / (all tool calls of the turn), 0 for a turn
   without tool calls. It only penalises broken calls, so it cannot be farmed by calling tools.
@@ -28,16 +28,12 @@ from torch import Tensor
 from agentic_rl.types import Trajectory
 
 __all__ = [
-    "PROCESS_REWARD_KEY",
     "anchor_keys",
     "pad_turns",
     "token_turn_index",
     "turn_process_rewards",
     "turn_rewards",
 ]
-
-#: ``Turn.info`` key an env may set to give a per-turn process reward
-PROCESS_REWARD_KEY = "process_reward"
 
 
 def turn_rewards(trajectory: Trajectory) -> list[float]:
@@ -56,7 +52,7 @@ def turn_rewards(trajectory: Trajectory) -> list[float]:
     return early + [float(trajectory.reward) - sum(early)]
 
 
-def turn_process_rewards(trajectory: Trajectory, key: str = PROCESS_REWARD_KEY) -> list[float]:
+def turn_process_rewards(trajectory: Trajectory) -> list[float]:
     """Per-turn process rewards p_k (see the module docstring for the fallback signal).
 
     Raises:
@@ -64,15 +60,15 @@ def turn_process_rewards(trajectory: Trajectory, key: str = PROCESS_REWARD_KEY) 
     """
     out = []
     for turn in trajectory.turns:
-        if key in turn.info:
-            value = turn.info[key]
+        if turn.process_reward is not None:
+            value = turn.process_reward
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
                 or not math.isfinite(value)
             ):
                 raise ValueError(
-                    f"turn {turn.index} of {trajectory.trajectory_id}: info[{key!r}] must be a "
+                    f"turn {turn.index} of {trajectory.trajectory_id}: process_reward must be a "
                     f"finite number, got {value!r}"
                 )
             out.append(float(value))

@@ -7,17 +7,18 @@ from agentic_rl.envs.games import register_game_envs
 from agentic_rl.envs.memory_recall.env import MemoryRecallEnv
 from agentic_rl.envs.registry import EnvSpec, accepts, make, register, registered
 from agentic_rl.envs.search_qa.env import SearchQAEnv
+from agentic_rl.envs.tool_env import ToolEnv
 
 register("calculator-v0", CalculatorEnv, CalculatorEnv.description)
 
 # math-python-v0 and the rg/<task>-v0 family (reasoning-gym is imported on first use)
 from agentic_rl.envs.reasoning.math_python import MathPythonEnv  # noqa: E402
-from agentic_rl.envs.reasoning.reasoning_gym_env import (
+from agentic_rl.envs.reasoning.reasoning_gym_env import (  # noqa: E402
     RG_PATTERN,
     ReasoningGymEnv,
     resolve_rg_id,
     rg_task_names,
-)  # noqa: E402
+)
 from agentic_rl.envs.registry import EnvFamily, families, get_spec, register_family  # noqa: E402
 
 register("math-python-v0", MathPythonEnv, MathPythonEnv.description)
@@ -32,6 +33,7 @@ register("memory-recall-v0", MemoryRecallEnv, MemoryRecallEnv.description)
 __all__ = [
     "Env",
     "EnvSpec",
+    "ToolEnv",
     "EpisodeEndedError",
     "EpisodeNotStartedError",
     "CalculatorEnv",
@@ -39,6 +41,8 @@ __all__ = [
     "SearchQAEnv",
     "MemoryRecallEnv",
     "accepts",
+    "families",
+    "get_spec",
     "make",
     "register",
     "registered",

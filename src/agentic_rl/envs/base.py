@@ -101,5 +101,5 @@ class Env(abc.ABC):
             f"env {self.env_id or type(self).__name__!r} does not support restore()"
         )
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: most envs hold nothing to release
         """Release resources (sandboxes, files). Safe to call twice."""

@@ -18,8 +18,10 @@ check                       what it requires
                             observation and the same reset info (the task)
 ``observation``             every observation is an :class:`Observation` of
                             :class:`Message` s (role in system/user/assistant/tool, str
-                            content); the first one is non-empty and renders to JSON chat
-                            messages (``[{"role": ..., "content": ...}]``)
+                            content) whose typed step data have their types (tuples of
+                            ToolResult / RiskEvent / MemoryEvent, a finite process reward or
+                            None, a bool context reset); the first one is non-empty and
+                            renders to JSON chat messages (``[{"role": ..., "content": ...}]``)
 ``tool_schemas``            every tool is ``{"name", "description", "parameters"}`` with a
                             unique name and ``parameters`` a valid JSON Schema (Draft 2020-12,
                             checked with ``jsonschema``) of ``"type": "object"``
@@ -48,14 +50,14 @@ check                       what it requires
 ``close``                   ``close`` can be called twice
 ==========================  ==================================================================
 
-The oracle's episodes are played here without a tokenizer (the env layer never imports the
-policy layer): the reply text goes through the same tool-call parser as in the rollout engine,
-and the trajectory is built with empty token streams.
+The oracle's episodes are played without a tokenizer (the env layer never imports the policy
+layer): the reply text goes through the same tool-call parser as in the rollout engine, and
+the trajectory is built with empty token streams. The per-value checks and the oracle's
+episode live in :mod:`agentic_rl.envs.contract`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -68,6 +70,14 @@ from agentic_rl.envs.base import (
     EpisodeNotStartedError,
     SnapshotNotSupportedError,
 )
+from agentic_rl.envs.contract import (
+    ROLES,
+    observation_problems,
+    play_oracle,
+    rubric_problems,
+    step_problems,
+    tool_schema_problems,
+)
 from agentic_rl.envs.oracle_success import (
     ORACLE_ALPHA,
     declared_success,
@@ -75,9 +85,8 @@ from agentic_rl.envs.oracle_success import (
     success_tail,
 )
 from agentic_rl.errors import AgenticRLError
-from agentic_rl.rewards import RewardGroup, RewardWeights, Rubric
-from agentic_rl.tools import parse_tool_calls
-from agentic_rl.types import Action, Message, Observation, StopReason, ToolResult, Trajectory, Turn
+from agentic_rl.rewards import RewardWeights
+from agentic_rl.types import Action, StopReason, Trajectory
 
 __all__ = [
     "CHECKS",
@@ -85,12 +94,16 @@ __all__ = [
     "CheckFailure",
     "CheckReport",
     "EnvCheckError",
+    "ROLES",
     "check_env",
+    "observation_problems",
     "play_oracle",
+    "rubric_problems",
+    "step_problems",
     "success_tail",
+    "tool_schema_problems",
 ]
 
-ROLES = ("system", "user", "assistant", "tool")
 CHECKS = (
     "make",
     "step_before_reset",
@@ -173,190 +186,6 @@ class _Checks:
             self.passed.append(check)
 
 
-def _json_ok(value: Any) -> str | None:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        return str(exc)
-    return None
-
-
-def observation_problems(obs: Any, where: str, *, first: bool = False) -> list[str]:
-    """Problems of one observation (empty list when it is well-formed). Never raises."""
-    if not isinstance(obs, Observation):
-        return [f"{where}: observation is {type(obs).__name__}, not Observation"]
-    problems = []
-    if not isinstance(obs.messages, tuple):
-        problems.append(f"{where}: messages is {type(obs.messages).__name__}, not tuple")
-    for i, m in enumerate(obs.messages if isinstance(obs.messages, Iterable) else ()):
-        if not isinstance(m, Message):
-            problems.append(f"{where}: message {i} is {type(m).__name__}, not Message")
-        elif m.role not in ROLES:
-            problems.append(
-                f"{where}: message {i} has role {m.role!r} (expected one of {', '.join(ROLES)})"
-            )
-        elif not isinstance(m.content, str):
-            problems.append(f"{where}: message {i} content is {type(m.content).__name__}, not str")
-    if first and not problems:
-        if not obs.messages:
-            problems.append(f"{where}: the first observation has no messages")
-        error = _json_ok([{"role": m.role, "content": m.content} for m in obs.messages])
-        if error:
-            problems.append(f"{where}: messages do not render to JSON chat messages: {error}")
-    return problems
-
-
-def tool_schema_problems(tools: Any) -> list[str]:
-    """Problems of an observation's tool schemas (empty when valid). Never raises."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    if not isinstance(tools, (tuple, list)):
-        return [f"tools is {type(tools).__name__}, not a tuple of dicts"]
-    problems, names = [], []
-    for i, schema in enumerate(tools):
-        if not isinstance(schema, dict):
-            problems.append(f"tool {i} is {type(schema).__name__}, not a dict")
-            continue
-        name = schema.get("name")
-        if not isinstance(name, str) or not name:
-            problems.append(f"tool {i} has no string 'name'")
-        names.append(name)
-        if not isinstance(schema.get("description"), str):
-            problems.append(f"tool {name!r} has no string 'description'")
-        params = schema.get("parameters")
-        if not isinstance(params, dict):
-            problems.append(f"tool {name!r}: 'parameters' is missing or not an object")
-            continue
-        try:
-            Draft202012Validator.check_schema(params)
-        except SchemaError as exc:
-            problems.append(f"tool {name!r}: parameters are not a valid JSON Schema: {exc.message}")
-            continue
-        if params.get("type") != "object":
-            problems.append(f'tool {name!r}: parameters must have "type": "object"')
-    duplicates = sorted({n for n in names if isinstance(n, str) and names.count(n) > 1})
-    if duplicates:
-        problems.append(f"duplicate tool names: {', '.join(duplicates)}")
-    return problems
-
-
-def step_problems(result: Any, where: str) -> list[str]:
-    """Problems of one ``step`` return value (empty when well-formed). Never raises."""
-    if not isinstance(result, tuple) or len(result) != 5:
-        return [f"{where}: step returned {type(result).__name__}, not a 5-tuple"]
-    obs, reward, terminated, truncated, info = result
-    problems = observation_problems(obs, where)
-    if isinstance(reward, bool) or not isinstance(reward, (int, float)):
-        problems.append(f"{where}: reward is {type(reward).__name__}, not float")
-    elif not math.isfinite(reward):
-        problems.append(f"{where}: reward {reward} is not finite")
-    for name, flag in (("terminated", terminated), ("truncated", truncated)):
-        if not isinstance(flag, bool):
-            problems.append(f"{where}: {name} is {type(flag).__name__}, not bool")
-    if not isinstance(info, dict):
-        problems.append(f"{where}: info is {type(info).__name__}, not dict")
-    else:
-        error = _json_ok(info)
-        if error:
-            problems.append(f"{where}: info is not JSON-serialisable: {error}")
-    return problems
-
-
-def play_oracle(
-    env: Env, seed: int, *, max_turns: int = 200, on_step: Callable[[Any, int], None] | None = None
-) -> Trajectory:
-    """Play one episode of ``env`` with its own oracle; return the (unscored) trajectory.
-
-    Token streams are empty (no tokenizer is involved). ``on_step(step_result, turn)`` sees
-    every raw ``step`` return value.
-
-    Raises:
-        ValueError: the oracle has no reply before the episode ended.
-        Whatever ``reset``/``step`` raise.
-    """
-    obs, info = env.reset(seed=seed, options={"trajectory_id": f"check-{seed}"})
-    messages = list(obs.messages)
-    turns: list[Turn] = []
-    stop = StopReason.MAX_TURNS
-    for index in range(max_turns):
-        text = env.oracle_reply()
-        if text is None:
-            raise ValueError(
-                f"seed {seed}: oracle_reply() returned None at turn {index} before the episode ended"
-            )
-        calls, errors = parse_tool_calls(text, turn_index=index)
-        result = env.step(Action(text=text, tool_calls=calls, tool_call_errors=errors))
-        if on_step is not None:
-            on_step(result, index)
-        step_obs, reward, terminated, truncated, step_info = result
-        results = tuple(ToolResult(**r) for r in step_info.get("tool_results", ()))
-        messages.append(Message("assistant", text))
-        messages.extend(step_obs.messages)
-        turns.append(
-            Turn(
-                index,
-                Action(text, calls, errors),
-                step_obs if step_obs.messages else None,
-                float(reward),
-                results,
-                (),
-                (),
-                (),
-                dict(step_info),
-            )
-        )
-        if terminated or truncated:
-            stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED
-            break
-    return Trajectory(
-        env.env_id,
-        seed,
-        f"check-{seed}",
-        f"check-{seed}",
-        tuple(messages),
-        tuple(turns),
-        (),
-        (),
-        (),
-        stop,
-        info=dict(info),
-    )
-
-
-def rubric_problems(rubric: Any, trajectory: Trajectory, weights: RewardWeights) -> list[str]:
-    """Check the rubric's score object on one trajectory (see the module docstring). Never raises."""
-    if not isinstance(rubric, Rubric):
-        return [f"rubric() returned {type(rubric).__name__}, not Rubric"]
-    try:
-        total, comps = rubric.score(trajectory)
-    except Exception as exc:  # noqa: BLE001
-        return [f"seed {trajectory.seed}: rubric.score raised {type(exc).__name__}: {exc}"]
-    problems = []
-    if not math.isfinite(total):
-        problems.append(f"seed {trajectory.seed}: total reward {total} is not finite")
-    expected_total = 0.0
-    for group in RewardGroup:
-        members = [f for f in rubric.functions if f.group == group]
-        missing = [f.name for f in members if f.name not in comps]
-        if missing or group.value not in comps:
-            problems.append(f"seed {trajectory.seed}: components miss {missing or [group.value]}")
-            continue
-        group_sum = sum(f.weight * comps[f.name] for f in members)
-        if not math.isclose(comps[group.value], group_sum, rel_tol=1e-9, abs_tol=1e-9):
-            problems.append(
-                f"seed {trajectory.seed}: group {group.value!r} is {comps[group.value]} but its "
-                f"weighted components sum to {group_sum}"
-            )
-        expected_total += group.sign * weights.of(group) * group_sum
-    if not problems and not math.isclose(total, expected_total, rel_tol=1e-9, abs_tol=1e-9):
-        problems.append(
-            f"seed {trajectory.seed}: total {total} != Σ sign·λ·group = {expected_total} "
-            f"(weights {dataclasses.asdict(weights)})"
-        )
-    return problems
-
-
 def _determinism(make_env: Callable[[], Env], seeds: Sequence[int]) -> list[str]:
     problems = []
     for seed in seeds:
@@ -409,64 +238,79 @@ def _oracle_and_rubric(
     for seed in seeds:
         env = make_env()
         try:
-            checks.run(
-                "observation",
-                lambda: observation_problems(
-                    env.reset(seed=seed)[0], f"seed {seed} reset", first=True
-                ),
-            )
-            checks.run(
-                "tool_schemas",
-                lambda: [
-                    f"seed {seed}: {p}" for p in tool_schema_problems(env.reset(seed=seed)[0].tools)
-                ],
-            )
-            checks.run("oracle", lambda: declared_success(env, seed, declared))
-            step_issues: list[str] = []
-            trajectory: Trajectory | None = None
-
-            def play() -> list[str]:
-                nonlocal trajectory
-                trajectory = play_oracle(
-                    env,
-                    seed,
-                    max_turns=max_turns,
-                    on_step=lambda r, i: step_issues.extend(
-                        step_problems(r, f"seed {seed} turn {i}")
-                    ),
-                )
-                if trajectory.stop_reason == StopReason.MAX_TURNS:
-                    return [
-                        f"seed {seed}: the oracle's episode did not end within {max_turns} turns"
-                    ]
-                return []
-
-            checks.run("oracle", play)
-            checks.run("step_return", lambda: step_issues)
-            if trajectory is None:
-                continue
-            checks.run("step_after_end", lambda: _step_after_end(env, trajectory))
-            rubric_ok = True
-            for w in (weights, _OTHER_WEIGHTS):
-                before = len(checks.failures)
-                checks.run("rubric", lambda: rubric_problems(env.rubric(w), trajectory, w))
-                rubric_ok = rubric_ok and len(checks.failures) == before
+            outcome = _check_seed(checks, env, seed, max_turns, weights, declared)
             if floor is None and getattr(env, "oracle_min_success", None) is not None:
                 floor = float(env.oracle_min_success)
-            if rubric_ok and trajectory.stop_reason != StopReason.MAX_TURNS:
-                _, comps = env.rubric(weights).score(trajectory)
-                if comps["outcome"] >= 1.0 - 1e-9:
-                    successes += 1
-                else:
-                    missed.append(
-                        f"seed {seed} ({trajectory.stop_reason.value}, outcome {comps['outcome']:g})"
-                    )
         finally:
             env.close()
+        if outcome is True:
+            successes += 1
+        elif isinstance(outcome, str):
+            missed.append(outcome)
     checks.run(
         "oracle", lambda: oracle_success_problems(len(seeds), successes, missed, declared, floor)
     )
     return successes / max(len(seeds), 1), (sum(declared) / len(declared) if declared else None)
+
+
+def _check_seed(
+    checks: _Checks,
+    env: Env,
+    seed: int,
+    max_turns: int,
+    weights: RewardWeights,
+    declared: list[float],
+) -> bool | str | None:
+    """The per-seed checks on ``env``: True when the oracle succeeded, a description of the
+    miss when it did not, None when its episode could not be scored."""
+    checks.run(
+        "observation",
+        lambda: observation_problems(env.reset(seed=seed)[0], f"seed {seed} reset", first=True),
+    )
+    checks.run(
+        "tool_schemas",
+        lambda: [f"seed {seed}: {p}" for p in tool_schema_problems(env.reset(seed=seed)[0].tools)],
+    )
+    checks.run("oracle", lambda: declared_success(env, seed, declared))
+    step_issues: list[str] = []
+    played: list[Trajectory] = []
+
+    def play() -> list[str]:
+        played.append(
+            play_oracle(
+                env,
+                seed,
+                max_turns=max_turns,
+                on_step=lambda r, i: step_issues.extend(step_problems(r, f"seed {seed} turn {i}")),
+            )
+        )
+        if played[0].stop_reason == StopReason.MAX_TURNS:
+            return [f"seed {seed}: the oracle's episode did not end within {max_turns} turns"]
+        return []
+
+    checks.run("oracle", play)
+    checks.run("step_return", lambda: step_issues)
+    if not played:
+        return None
+    trajectory = played[0]
+    checks.run("step_after_end", lambda: _step_after_end(env, trajectory))
+    rubric_ok = True
+    for w in (weights, _OTHER_WEIGHTS):
+        before = len(checks.failures)
+        checks.run("rubric", _rubric_check(env, trajectory, w))
+        rubric_ok = rubric_ok and len(checks.failures) == before
+    if not rubric_ok or trajectory.stop_reason == StopReason.MAX_TURNS:
+        return None
+    _, comps = env.rubric(weights).score(trajectory)
+    if comps["outcome"] >= 1.0 - 1e-9:
+        return True
+    return f"seed {seed} ({trajectory.stop_reason.value}, outcome {comps['outcome']:g})"
+
+
+def _rubric_check(
+    env: Env, trajectory: Trajectory, weights: RewardWeights
+) -> Callable[[], list[str]]:
+    return lambda: rubric_problems(env.rubric(weights), trajectory, weights)
 
 
 def _step_after_end(env: Env, trajectory: Trajectory) -> list[str]:

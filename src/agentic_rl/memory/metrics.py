@@ -1,10 +1,11 @@
 """Memory metrics computed from trajectories: writes, reads, hit rate, store size, tokens, junk.
 
 Every function reads a finished :class:`~agentic_rl.types.Trajectory` whose env put the
-memory toolkit's events into each step's ``info["memory_events"]`` (see
-:mod:`agentic_rl.memory.tools`); a trajectory without memory events scores 0 everywhere. Each
-one is a valid rubric function (``fn(trajectory) -> float``, amount >= 0), so an env can log
-them as zero-weight rubric components (``reward/<name>`` in the metrics) or weight them as costs.
+memory toolkit's events on each step's observation (``Observation.memory_events``, copied to
+``Turn.memory_events``; see :mod:`agentic_rl.memory.tools`); a trajectory without memory
+events scores 0 everywhere. Each one is a valid rubric function (``fn(trajectory) -> float``,
+amount >= 0), so an env can log them as zero-weight rubric components (``reward/<name>`` in
+the metrics) or weight them as costs.
 
 ==================  =====================================================================
 function            value
@@ -21,7 +22,7 @@ unused_writes       entries written in the episode that no later search returned
 memory_tokens       tokens spent on memory: the sampled tokens of turns with memory calls
                     plus the environment tokens that brought their results back (the next
                     turn's loss-mask-0 prefix, unless that turn starts a new context after
-                    ``info["context_reset"]``); a turn mixing memory and other calls counts
+                    ``Turn.context_reset``); a turn mixing memory and other calls counts
                     the memory share of its calls
 ==================  =====================================================================
 
@@ -31,10 +32,9 @@ memory_tokens       tokens spent on memory: the sampled tokens of turns with mem
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from agentic_rl.memory.tools import MEMORY_TOOL_NAMES
-from agentic_rl.types import Trajectory
+from agentic_rl.types import MemoryEvent, Trajectory
 
 __all__ = [
     "memory_events",
@@ -51,24 +51,24 @@ __all__ = [
 ]
 
 
-def memory_events(trajectory: Trajectory) -> Iterator[dict[str, Any]]:
-    """All memory events of the trajectory, in order.
+def memory_events(trajectory: Trajectory) -> Iterator[MemoryEvent]:
+    """All memory events of the trajectory (``Turn.memory_events``), in order.
 
     Raises:
-        TypeError: a turn's ``info["memory_events"]`` is not a list of dicts (a broken env fails
-            the trajectory loudly instead of scoring 0).
+        TypeError: a turn's ``memory_events`` holds something other than ``MemoryEvent`` values
+            (a broken env fails the trajectory loudly instead of scoring 0).
     """
     for turn in trajectory.turns:
-        events = turn.info.get("memory_events", [])
-        if not isinstance(events, (list, tuple)) or not all(isinstance(e, dict) for e in events):
+        if not all(isinstance(e, MemoryEvent) for e in turn.memory_events):
             raise TypeError(
-                f"turn {turn.index}: info['memory_events'] must be a list of dicts, got {events!r}"
+                f"turn {turn.index}: memory_events must be MemoryEvent values, "
+                f"got {turn.memory_events!r}"
             )
-        yield from events
+        yield from turn.memory_events
 
 
 def _count(trajectory: Trajectory, op: str) -> float:
-    return float(sum(e.get("op") == op and bool(e.get("ok")) for e in memory_events(trajectory)))
+    return float(sum(e.op == op and e.ok for e in memory_events(trajectory)))
 
 
 def memory_writes(trajectory: Trajectory) -> float:
@@ -98,15 +98,15 @@ def memory_ops(trajectory: Trajectory) -> float:
 
 def memory_hit_rate(trajectory: Trajectory) -> float:
     """Fraction of successful searches that returned at least one entry; 0 without searches."""
-    searches = [e for e in memory_events(trajectory) if e.get("op") == "search" and e.get("ok")]
-    return sum(e.get("hits", 0) > 0 for e in searches) / len(searches) if searches else 0.0
+    searches = [e for e in memory_events(trajectory) if e.op == "search" and e.ok]
+    return sum(e.hits > 0 for e in searches) / len(searches) if searches else 0.0
 
 
 def memory_store_size(trajectory: Trajectory) -> float:
     """Entries in the store after the episode's last memory call; 0 without memory calls."""
     size = 0
     for event in memory_events(trajectory):
-        size = int(event.get("store_size", size))
+        size = event.store_size
     return float(size)
 
 
@@ -115,12 +115,12 @@ def unused_writes(trajectory: Trajectory) -> float:
     written: list[int] = []
     used: set[int] = set()
     for event in memory_events(trajectory):
-        if not event.get("ok"):
+        if not event.ok:
             continue
-        ids = [int(i) for i in event.get("entry_ids", [])]
-        if event.get("op") == "write":
+        ids = list(event.entry_ids)
+        if event.op == "write":
             written.extend(ids)
-        elif event.get("op") in ("search", "delete"):
+        elif event.op in ("search", "delete"):
             used.update(ids)
     return float(sum(i not in used for i in written))
 
@@ -135,7 +135,7 @@ def memory_tokens(trajectory: Trajectory) -> float:
         if not n_memory:
             continue
         spent = turn.num_generated_tokens
-        if i + 1 < len(turns) and not turn.info.get("context_reset"):
+        if i + 1 < len(turns) and not turn.context_reset:
             mask = turns[i + 1].loss_mask
             spent += next((j for j, m in enumerate(mask) if m), len(mask))
         total += spent * n_memory / len(calls)
@@ -174,10 +174,8 @@ def memory_metrics(trajectories: Sequence[Trajectory], prefix: str = "memory") -
         / n
         for name, fn in _PER_TRAJECTORY.items()
     }
-    searches = [
-        e for t in trajectories for e in memory_events(t) if e.get("op") == "search" and e.get("ok")
-    ]
+    searches = [e for t in trajectories for e in memory_events(t) if e.op == "search" and e.ok]
     out[f"{prefix}/hit_rate"] = (
-        sum(e.get("hits", 0) > 0 for e in searches) / len(searches) if searches else 0.0
+        sum(e.hits > 0 for e in searches) / len(searches) if searches else 0.0
     )
     return out

@@ -9,7 +9,7 @@ audit record, observation) and appear in the trajectory as tool calls and result
     executor = ToolExecutor({**kit.tools, ...}, PermissionPolicy.allow_all(MEMORY_SIDE_EFFECTS), audit)
     kit.step, kit.trajectory_id = turn, trajectory_id   # before each env step
     report = executor.execute(...)
-    info["memory_events"] = kit.drain_events()          # one event per memory call
+    obs = Observation(..., memory_events=kit.drain_events())  # one event per memory call
 
 Observations (exact formats; the policy reads them):
 
@@ -20,9 +20,9 @@ Observations (exact formats; the policy reads them):
 * a refused operation (store full, unknown id, text too long) -> ``Error: MemoryFullError: …``
   (built by the executor from the raised :class:`~agentic_rl.memory.store.MemoryStoreError`).
 
-Events (``kit.drain_events()``), for metrics and rewards: ``{"op": "write"|"search"|"update"|
-"delete", "ok": bool, "entry_ids": [...], "hits": int, "store_size": int}`` (``hits`` only
-for searches: number of entries returned).
+Events (``kit.drain_events()``), for metrics and rewards: :class:`~agentic_rl.types.MemoryEvent`
+values, ``op`` in ``"write"|"search"|"update"|"delete"``, ``ok``, ``entry_ids``, ``hits`` (only
+for searches: number of entries returned) and ``store_size``.
 
 Permissions: :data:`MEMORY_SIDE_EFFECTS` classes ``memory_search`` as ``read_only`` and the
 three others as ``workspace_write`` (they change only the agent's own store), so the default
@@ -35,6 +35,7 @@ from typing import Any
 
 from agentic_rl.memory.store import MemoryStore, MemoryStoreError
 from agentic_rl.tools.definition.tool import Tool, tool
+from agentic_rl.types import MemoryEvent
 
 __all__ = ["MEMORY_SIDE_EFFECTS", "MEMORY_TOOL_NAMES", "MemoryToolkit", "format_hits"]
 
@@ -73,24 +74,16 @@ class MemoryToolkit:
         self.store = store
         self.step = 0
         self.trajectory_id = ""
-        self._events: list[dict[str, Any]] = []
+        self._events: list[MemoryEvent] = []
         self.tools: dict[str, Tool] = {t.name: t for t in self._build()}
 
-    def drain_events(self) -> list[dict[str, Any]]:
+    def drain_events(self) -> tuple[MemoryEvent, ...]:
         """The events since the last call (oldest first), and forget them. Never raises."""
-        events, self._events = self._events, []
+        events, self._events = tuple(self._events), []
         return events
 
     def _record(self, op: str, ok: bool, entry_ids: list[int], hits: int = 0) -> None:
-        self._events.append(
-            {
-                "op": op,
-                "ok": ok,
-                "entry_ids": entry_ids,
-                "hits": hits,
-                "store_size": len(self.store),
-            }
-        )
+        self._events.append(MemoryEvent(op, ok, tuple(entry_ids), hits, len(self.store)))
 
     def _run(self, op: str, action):
         try:

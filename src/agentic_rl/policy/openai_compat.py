@@ -31,7 +31,7 @@ Failures. Timeouts and connection errors, 408/429/5xx answers are retried by the
 token ids or logprobs, is recorded in :attr:`OpenAICompatPolicy.failures` under the episode's
 ``cache_key`` (which the rollout engine sets to the trajectory id) and answered with an empty
 generation; later turns of that episode are not sent. :func:`mark_failed_requests` then marks
-those trajectories failed (``info["failure"]``), so the update excludes them: never a crashed
+those trajectories failed (``Trajectory.failure``), so the update excludes them: never a crashed
 step, never a silent zero reward.
 
 Requires the ``openai`` client (extra ``openai``).
@@ -209,7 +209,7 @@ class OpenAICompatPolicy:
 def mark_failed_requests(
     trajectories: Sequence[Trajectory], failures: dict[str, str]
 ) -> list[Trajectory]:
-    """Mark each trajectory whose id is in ``failures`` as failed (``info["failure"]``).
+    """Mark each trajectory whose id is in ``failures`` as failed (``Trajectory.failure``).
 
     The rollout engine uses the trajectory id as the requests' ``cache_key``; a failed
     trajectory has ``.failed`` True and is excluded from the update.
@@ -218,11 +218,7 @@ def mark_failed_requests(
     for t in trajectories:
         if t.trajectory_id in failures:
             t = dataclasses.replace(
-                t,
-                info={
-                    **t.info,
-                    "failure": f"inference request failed: {failures[t.trajectory_id]}",
-                },
+                t, failure=f"inference request failed: {failures[t.trajectory_id]}"
             )
         out.append(t)
     return out

@@ -1,8 +1,9 @@
 """Built-in risk components (the C_risk group of the rubric).
 
-Environments that route tools through :class:`~agentic_rl.tools.governance.executor.ToolExecutor` put the
-turn's risk events into the step info, ``info["risk_events"]``: a list of
-``{"category": str, "tool": str, "reason": str, ...}`` (``"denied": True`` on a refused call).
+Environments that route tools through :class:`~agentic_rl.tools.governance.executor.ToolExecutor`
+put the turn's risk events on the step's observation, ``Observation.risk_events`` (the rollout
+copies them to ``Turn.risk_events``): :class:`~agentic_rl.types.RiskEvent` values
+(``denied`` True on a refused call).
 The components count them over the whole trajectory (amounts >= 0, subtracted by the rubric):
 
 =============================  ==========================================================
@@ -29,11 +30,10 @@ like every rubric component (``reward/<name>``).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from agentic_rl.rewards.rubric import RewardFunction, RewardGroup
 from agentic_rl.tools.governance.risk_detector import PATH_OUTSIDE_WORKSPACE, SANDBOX_LIMIT
-from agentic_rl.types import Trajectory
+from agentic_rl.types import RiskEvent, Trajectory
 
 __all__ = [
     "risk_events",
@@ -46,35 +46,34 @@ __all__ = [
 ]
 
 
-def risk_events(trajectory: Trajectory) -> Iterator[dict[str, Any]]:
-    """All risk events of the trajectory, turn by turn.
+def risk_events(trajectory: Trajectory) -> Iterator[RiskEvent]:
+    """All risk events of the trajectory (``Turn.risk_events``), turn by turn.
 
     Raises:
-        TypeError: a turn's ``info["risk_events"]`` is not a list of dicts (a broken env must
-            fail the trajectory loudly, not score 0).
+        TypeError: a turn's ``risk_events`` holds something other than ``RiskEvent`` values (a
+            broken env must fail the trajectory loudly, not score 0).
     """
     for turn in trajectory.turns:
-        events = turn.info.get("risk_events", [])
-        if not isinstance(events, (list, tuple)) or not all(isinstance(e, dict) for e in events):
+        if not all(isinstance(e, RiskEvent) for e in turn.risk_events):
             raise TypeError(
-                f"turn {turn.index}: info['risk_events'] must be a list of dicts, got {events!r}"
+                f"turn {turn.index}: risk_events must be RiskEvent values, got {turn.risk_events!r}"
             )
-        yield from events
+        yield from turn.risk_events
 
 
 def denied_calls(trajectory: Trajectory) -> float:
     """Number of tool calls the permission policy refused (a risk). Raises as :func:`risk_events`."""
-    return float(sum(bool(e.get("denied")) for e in risk_events(trajectory)))
+    return float(sum(e.denied for e in risk_events(trajectory)))
 
 
 def sandbox_limit_hits(trajectory: Trajectory) -> float:
     """Number of sandbox limit hits (timeout, memory, processes, ...). Raises as :func:`risk_events`."""
-    return float(sum(e.get("category") == SANDBOX_LIMIT for e in risk_events(trajectory)))
+    return float(sum(e.category == SANDBOX_LIMIT for e in risk_events(trajectory)))
 
 
 def outside_workspace_attempts(trajectory: Trajectory) -> float:
     """Number of attempts to touch a path outside the workspace. Raises as :func:`risk_events`."""
-    return float(sum(e.get("category") == PATH_OUTSIDE_WORKSPACE for e in risk_events(trajectory)))
+    return float(sum(e.category == PATH_OUTSIDE_WORKSPACE for e in risk_events(trajectory)))
 
 
 def risk_functions(

@@ -12,7 +12,7 @@ function with weight 0 is a logged metric that does not change the reward (as in
 ``verifiers`` library's zero-weight rubric functions).
 
 A reward function that raises or returns a non-finite value marks the trajectory as failed
-(``info["failure"]``) and it is excluded from training loudly; it never becomes a silent 0.
+(``Trajectory.failure``) and it is excluded from training loudly; it never becomes a silent 0.
 """
 
 from __future__ import annotations
@@ -129,12 +129,13 @@ class Rubric:
         """Return the trajectory with ``reward`` and ``reward_components`` filled in.
 
         A failing reward function does not raise: the returned trajectory has ``reward=None``
-        and ``info["failure"]`` set, so it is excluded from training, and an error is logged.
+        and ``failure`` set, so it is excluded from training, and an error is logged.
         """
         try:
             total, components = self.score(trajectory)
         except RewardError as exc:
             log.error("trajectory %s excluded: %s", trajectory.trajectory_id, exc)
-            info = {**trajectory.info, "failure": str(exc)}
-            return dataclasses.replace(trajectory, reward=None, reward_components={}, info=info)
+            return dataclasses.replace(
+                trajectory, reward=None, reward_components={}, failure=str(exc)
+            )
         return dataclasses.replace(trajectory, reward=total, reward_components=components)

@@ -12,7 +12,7 @@ used as SFT data (tokenized then, once), but not for a policy-gradient update, w
 sampled ids and their logprobs (use :class:`~agentic_rl.policy.openai_compat.OpenAICompatPolicy`
 with the normal rollout engine for that).
 
-An env step with ``info["context_reset"]`` (e.g. memory-recall-v0's new session) wipes the
+An env step with ``Observation.context_reset`` (e.g. memory-recall-v0's new session) wipes the
 conversation the server sees, as the rollout engine does: later requests carry the system
 message and the messages from the reset on; the trajectory keeps every message.
 
@@ -21,7 +21,7 @@ turn with ``Turn.truncated`` and not given to the env; the episode ends
 ``StopReason.MAX_NEW_TOKENS`` (as in the rollout engine).
 
 A request that fails after the client's retries (timeout, connection, 4xx/5xx) ends its
-episode with ``StopReason.ERROR`` and ``info["failure"]``; an env that raises does the same.
+episode with ``StopReason.ERROR`` and ``Trajectory.failure``; an env that raises does the same.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentic_rl.envs.base import Env
@@ -41,7 +42,6 @@ from agentic_rl.types import (
     StopReason,
     ToolCall,
     ToolCallError,
-    ToolResult,
     Trajectory,
     Turn,
 )
@@ -93,6 +93,45 @@ def _api_messages(
     return out
 
 
+@dataclass
+class _ChatEpisode:
+    """The running state of one chat episode (what the trajectory is built from)."""
+
+    env: Env
+    seed: int
+    group_id: str
+    policy_version: int | None
+    tid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    info: dict[str, Any] = field(default_factory=lambda: {"token_ids": "none"})
+    messages: list[Message] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    calls_of: dict[int, list[ToolCall]] = field(default_factory=dict)
+    ids_of: dict[int, list[str]] = field(default_factory=dict)
+    context_start: int = 0  # index in `messages` where the context the server sees starts
+    stop: StopReason | None = None
+    failure: str | None = None
+
+    def fail(self, why: str) -> None:
+        self.stop, self.failure = StopReason.ERROR, why
+
+    def trajectory(self) -> Trajectory:
+        return Trajectory(
+            self.env.env_id,
+            self.seed,
+            self.group_id,
+            self.tid,
+            tuple(self.messages),
+            tuple(self.turns),
+            (),
+            (),
+            (),
+            self.stop or StopReason.MAX_TURNS,
+            info=self.info,
+            failure=self.failure,
+            policy_version=self.policy_version,
+        )
+
+
 def run_chat_episode(
     client: Any,
     model: str,
@@ -111,117 +150,88 @@ def run_chat_episode(
         client: an ``openai.OpenAI`` client (:func:`~agentic_rl.policy.openai_compat.make_client`).
         model: served model name. max_turns: most assistant turns (then ``MAX_TURNS``).
         max_tokens: most tokens per reply. temperature: 0 = greedy.
-        policy_version: recorded as ``info["policy_version"]`` when given.
+        policy_version: recorded as ``Trajectory.policy_version`` when given.
+
+    Returns:
+        The trajectory (no token stream); a failed request or a raising env ends it with
+        ``StopReason.ERROR`` and ``Trajectory.failure``. Never raises for those.
     """
-    tid = uuid.uuid4().hex
-    info: dict[str, Any] = {"token_ids": "none"}
-    if policy_version is not None:
-        info["policy_version"] = policy_version
-    messages: list[Message] = []
-    turns: list[Turn] = []
-    calls_of: dict[int, list[ToolCall]] = {}
-    ids_of: dict[int, list[str]] = {}
-    stop: StopReason | None = None
-    context_start = (
-        0  # index in `messages` where the context the server sees starts (after a reset)
-    )
+    ep = _ChatEpisode(env, seed, group_id, policy_version)
     try:
-        obs, reset_info = env.reset(seed=seed, options={"trajectory_id": tid})
+        obs, reset_info = env.reset(seed=seed, options={"trajectory_id": ep.tid})
     except Exception as exc:  # noqa: BLE001 - a broken env fails its episode only
-        return _trajectory(
-            env,
-            seed,
-            group_id,
-            tid,
-            messages,
-            turns,
-            StopReason.ERROR,
-            {**info, "failure": f"reset raised {type(exc).__name__}: {exc}"},
-        )
-    info.update(reset_info)
-    messages.extend(obs.messages)
+        ep.fail(f"reset raised {type(exc).__name__}: {exc}")
+        return ep.trajectory()
+    ep.info.update(reset_info)
+    ep.messages.extend(obs.messages)
     tools = [{"type": "function", "function": schema} for schema in obs.tools]
     for turn in range(max_turns):
         try:
             response = client.chat.completions.create(
                 model=model,
-                messages=_api_messages(messages, calls_of, ids_of, context_start),
+                messages=_api_messages(ep.messages, ep.calls_of, ep.ids_of, ep.context_start),
                 max_tokens=max_tokens,
                 temperature=temperature,
                 **({"tools": tools} if tools else {}),
             )
-            reply = response.choices[0].message
         except Exception as exc:  # noqa: BLE001 - a failed request fails its episode only
-            log.warning("chat completion failed (episode %s): %s", tid, exc)
-            stop, info["failure"] = (
-                StopReason.ERROR,
-                f"inference request failed: {type(exc).__name__}: {exc}",
-            )
+            log.warning("chat completion failed (episode %s): %s", ep.tid, exc)
+            ep.fail(f"inference request failed: {type(exc).__name__}: {exc}")
             break
-        text = reply.content or ""
-        if (
-            getattr(response.choices[0], "finish_reason", None) == "length"
-        ):  # cut: not an action to score
-            messages.append(Message("assistant", text))
-            turns.append(Turn(turn, Action(text), None, 0.0, (), (), (), (), {}, truncated=True))
-            stop = StopReason.MAX_NEW_TOKENS
+        if not _chat_turn(ep, turn, response):
             break
-        text_calls, text_errors = parse_tool_calls(text, turn_index=turn)
-        api_calls, api_errors = _tool_calls(reply, turn)
-        action = Action(
-            text, tuple(text_calls) + tuple(api_calls), tuple(text_errors) + tuple(api_errors)
-        )
-        messages.append(Message("assistant", text))
-        calls_of[len(messages) - 1] = list(action.tool_calls)
-        try:
-            obs, reward, terminated, truncated, step_info = env.step(action)
-        except Exception as exc:  # noqa: BLE001
-            stop, info["failure"] = StopReason.ERROR, f"step raised {type(exc).__name__}: {exc}"
-            break
-        results = tuple(ToolResult(**r) for r in step_info.get("tool_results", ()))
-        call_ids = [r.call_id or f"call_{turn}_error" for r in results]
-        if step_info.get(
-            "context_reset"
-        ):  # the env wiped the conversation: system message + what follows
-            context_start = len(messages)
-        for m in obs.messages:
-            messages.append(m)
-            if m.role == "tool" and call_ids:
-                ids_of[len(messages) - 1] = [call_ids.pop(0)]
-        turns.append(
-            Turn(
-                turn,
-                action,
-                obs if obs.messages else None,
-                float(reward),
-                results,
-                (),
-                (),
-                (),
-                dict(step_info),
-            )
-        )
-        if terminated or truncated:
-            stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED
-            break
-    return _trajectory(
-        env, seed, group_id, tid, messages, turns, stop or StopReason.MAX_TURNS, info
-    )
+    return ep.trajectory()
 
 
-def _trajectory(
-    env: Env,
-    seed: int,
-    group_id: str,
-    tid: str,
-    messages: list[Message],
-    turns: list[Turn],
-    stop: StopReason,
-    info: dict[str, Any],
-) -> Trajectory:
-    return Trajectory(
-        env.env_id, seed, group_id, tid, tuple(messages), tuple(turns), (), (), (), stop, info=info
+def _chat_turn(ep: _ChatEpisode, turn: int, response: Any) -> bool:
+    """Step the env with the server's reply; False when the episode ended (``ep.stop`` set)."""
+    reply = response.choices[0].message
+    text = reply.content or ""
+    if getattr(response.choices[0], "finish_reason", None) == "length":  # cut: not an action
+        ep.messages.append(Message("assistant", text))
+        ep.turns.append(Turn(turn, Action(text), None, 0.0, (), (), (), (), {}, truncated=True))
+        ep.stop = StopReason.MAX_NEW_TOKENS
+        return False
+    text_calls, text_errors = parse_tool_calls(text, turn_index=turn)
+    api_calls, api_errors = _tool_calls(reply, turn)
+    action = Action(
+        text, tuple(text_calls) + tuple(api_calls), tuple(text_errors) + tuple(api_errors)
     )
+    ep.messages.append(Message("assistant", text))
+    ep.calls_of[len(ep.messages) - 1] = list(action.tool_calls)
+    try:
+        obs, reward, terminated, truncated, step_info = ep.env.step(action)
+    except Exception as exc:  # noqa: BLE001
+        ep.fail(f"step raised {type(exc).__name__}: {exc}")
+        return False
+    call_ids = [r.call_id or f"call_{turn}_error" for r in obs.tool_results]
+    if obs.context_reset:  # the env wiped the conversation: system message + what follows
+        ep.context_start = len(ep.messages)
+    for m in obs.messages:
+        ep.messages.append(m)
+        if m.role == "tool" and call_ids:
+            ep.ids_of[len(ep.messages) - 1] = [call_ids.pop(0)]
+    ep.turns.append(
+        Turn(
+            turn,
+            action,
+            obs if obs.messages else None,
+            float(reward),
+            obs.tool_results,
+            (),
+            (),
+            (),
+            dict(step_info),
+            risk_events=obs.risk_events,
+            memory_events=obs.memory_events,
+            process_reward=obs.process_reward,
+            context_reset=obs.context_reset,
+        )
+    )
+    if terminated or truncated:
+        ep.stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED
+        return False
+    return True
 
 
 def run_chat_episodes(

@@ -26,7 +26,7 @@ Rules, in order:
 5. If even the newest history block does not fit, its last message's content is cut with the
    marker ``…[message truncated: K of N tokens kept]``.
 
-Context resets. An env may set ``info["context_reset"] = True`` in a step: the conversation is
+Context resets. An env may set ``Observation.context_reset = True`` in a step: the conversation is
 wiped except the system message, and the step's observation messages start the new one (the
 first is the new task). The engine then builds ``builder.build(system, obs.messages[0],
 obs.messages[1:])`` (``memory-recall-v0`` does this between sessions).
@@ -194,13 +194,10 @@ class ContextBuilder:
         if self.max_tool_output_tokens is None:
             return list(history), 0
         out, cut = [], 0
+        limit = self.max_tool_output_tokens
         for message in history:
-            if (
-                message.role == "tool"
-                and self.count_tokens(message.content) > self.max_tool_output_tokens
-            ):
+            if message.role == "tool" and self.count_tokens(message.content) > limit:
                 total = self.count_tokens(message.content)
-                limit = self.max_tool_output_tokens
                 content = self._truncate(
                     message.content,
                     TOOL_TRUNCATION_MARKER,

@@ -24,7 +24,7 @@ With ``sample_seed`` set, each request carries a seed derived from (sample_seed,
 turn), so the sampled tokens do not depend on the schedule or on batch composition.
 
 Segments (context rebuilds, see :mod:`agentic_rl.rollout.context`). When an env step sets
-``info["context_reset"]``, or when ``context_max_tokens`` is set and the next turn's context
+``Observation.context_reset``, or when ``context_max_tokens`` is set and the next turn's context
 would exceed it, the engine does not splice a rewritten prompt into the running stream: it
 closes the current *segment* (its ids, mask and logprobs stay as sampled) and starts a new one
 whose first tokens are the rebuilt prompt, ``chat.encode(chat.render_prompt(messages))`` with
@@ -64,7 +64,7 @@ from agentic_rl.policy.base import GenerationRequest, Policy, SamplingParams
 from agentic_rl.policy.chat import ChatFormat
 from agentic_rl.rollout.context import ContextBudgetError, ContextBuilder
 from agentic_rl.tools import parse_tool_calls
-from agentic_rl.types import Action, Message, Observation, StopReason, ToolResult, Trajectory, Turn
+from agentic_rl.types import Action, Message, Observation, StopReason, Trajectory, Turn
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,7 @@ class _Episode:
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     stop: StopReason | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    failure: str | None = None
     conversation: list[Message] = field(
         default_factory=list
     )  # since the last context reset, never elided
@@ -280,7 +281,7 @@ def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
         obs, info = ep.env.reset(seed=ep.seed, options={"trajectory_id": ep.key})
     except Exception as exc:  # noqa: BLE001 - a broken env fails its episode only
         log.exception("env reset failed (seed %s)", ep.seed)
-        ep.stop, ep.info["failure"] = StopReason.ERROR, f"reset raised {type(exc).__name__}: {exc}"
+        ep.stop, ep.failure = StopReason.ERROR, f"reset raised {type(exc).__name__}: {exc}"
         return
     ep.info.update(info)
     ep.messages.extend(obs.messages)
@@ -289,7 +290,7 @@ def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
         prompt = _prompt_ids(ep, chat, config)
     except Exception as exc:  # noqa: BLE001 - text the tokenizer rejects fails its episode only
         log.exception("tokenizing the first observation failed (seed %s)", ep.seed)
-        ep.stop, ep.info["failure"] = (
+        ep.stop, ep.failure = (
             StopReason.ERROR,
             f"tokenizing the observation raised {type(exc).__name__}: {exc}",
         )
@@ -323,11 +324,10 @@ def _step(
     ep.messages.append(Message("assistant", text))
     try:
         obs, reward, terminated, truncated, info = ep.env.step(action)
-        results = tuple(ToolResult(**r) for r in info.get("tool_results", ()))
     except Exception as exc:  # noqa: BLE001 - a crashing env fails its episode only
         log.exception("env step failed (seed %s, turn %d)", ep.seed, index)
-        obs, reward, info, results = Observation(()), 0.0, {}, ()
-        ep.stop, ep.info["failure"] = StopReason.ERROR, f"step raised {type(exc).__name__}: {exc}"
+        obs, reward, info = Observation(()), 0.0, {}
+        ep.stop, ep.failure = StopReason.ERROR, f"step raised {type(exc).__name__}: {exc}"
     else:
         if terminated:
             ep.stop = StopReason.TERMINATED
@@ -342,24 +342,26 @@ def _step(
             action=action,
             observation=obs if obs.messages else None,
             reward=float(reward),
-            tool_results=results,
+            tool_results=obs.tool_results,
             token_ids=tuple(ep.ids[ep.span_start :]),
             loss_mask=tuple(ep.mask[ep.span_start :]),
             logprobs=tuple(ep.logprobs[ep.span_start :]),
             info=dict(info),
+            risk_events=obs.risk_events,
+            memory_events=obs.memory_events,
+            process_reward=obs.process_reward,
+            context_reset=obs.context_reset,
         )
     )
     ep.span_start = len(ep.ids)
-    if info.get("context_reset"):  # the env wiped the conversation: keep the system message only
+    if obs.context_reset:  # the env wiped the conversation: keep the system message only
         ep.conversation = [m for m in ep.conversation[:1] if m.role == "system"] + list(
             obs.messages
         )
     else:
         ep.conversation += [Message("assistant", text), *obs.messages]
     if ep.stop is None:
-        reset = bool(
-            info.get("context_reset")
-        )  # a reset rebuilds the prompt: no continuation to encode
+        reset = obs.context_reset  # a reset rebuilds the prompt: no continuation to encode
         try:  # the per-episode guard covers tokenizing the env's text: a bad observation fails this episode only
             continuation = (
                 []
@@ -376,7 +378,7 @@ def _step(
         except Exception as exc:  # noqa: BLE001
             log.exception("tokenizing the observation failed (seed %s, turn %d)", ep.seed, index)
             ep.stop = StopReason.ERROR
-            ep.info["failure"] = f"tokenizing the observation raised {type(exc).__name__}: {exc}"
+            ep.failure = f"tokenizing the observation raised {type(exc).__name__}: {exc}"
         if ep.stop is not None:
             return
     ep.messages.extend(obs.messages)
@@ -452,4 +454,5 @@ def _finish(ep: _Episode, seconds: float) -> Trajectory:
         stop_reason=ep.stop or StopReason.ERROR,
         info={**ep.info, "rollout_seconds": seconds},
         segment_starts=tuple(ep.segment_starts),
+        failure=ep.failure,
     )

@@ -22,7 +22,7 @@ turn_grpo  A^O_i + c·Σ_{j≥k} γ^{j−k} p̃_{i,j}: outcome GRPO plus the ret
 ========== ============================================================================
 
 R_i is the rubric total; r_k the per-turn rewards (summing to R_i); p_k the per-turn process
-rewards (an env's ``Turn.info["process_reward"]``, else the tool-health signal).
+rewards (an env's ``Turn.process_reward``, else the tool-health signal).
 
 Notes: every member of a group acts on the same first observation, so GiGPO's turn-0 step
 group is the whole group (with γ = 1 its step advantage then equals the episode one); the

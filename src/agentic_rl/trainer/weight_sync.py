@@ -2,7 +2,7 @@
 
 Versions. The trainer's weights have a version v: 0 at the start, +1 after every optimizer
 step. Every trajectory records the version of the policy that sampled it in
-``info["policy_version"]`` (:func:`stamp_policy_version`; read back with
+``Trajectory.policy_version`` (:func:`stamp_policy_version`; read back with
 :func:`policy_version_of`), so staleness ``v_now − v_sampled`` is visible in the store, the
 viewer and the metrics. With the in-process HF policy it is always 0 (on-policy); with a
 server it is however many steps the server's weights lag behind.
@@ -37,7 +37,7 @@ VERSION_FILE = "policy_version.json"
 
 
 def stamp_policy_version(trajectories: Sequence[Trajectory], version: int) -> list[Trajectory]:
-    """Copies of ``trajectories`` with ``info["policy_version"] = version`` (an existing value is kept:
+    """Copies of ``trajectories`` with ``policy_version = version`` (an existing value is kept:
     a backend that knows the version of each rollout, e.g. a lagging server, already set it).
 
     Raises:
@@ -46,17 +46,14 @@ def stamp_policy_version(trajectories: Sequence[Trajectory], version: int) -> li
     if version < 0:
         raise ValueError(f"policy version must be >= 0, got {version}")
     return [
-        t
-        if "policy_version" in t.info
-        else dataclasses.replace(t, info={**t.info, "policy_version": int(version)})
+        t if t.policy_version is not None else dataclasses.replace(t, policy_version=int(version))
         for t in trajectories
     ]
 
 
 def policy_version_of(trajectory: Trajectory) -> int | None:
     """The version of the policy that sampled ``trajectory`` (None if it was never recorded)."""
-    value = trajectory.info.get("policy_version")
-    return None if value is None else int(value)
+    return trajectory.policy_version
 
 
 def staleness(trajectories: Sequence[Trajectory], current_version: int) -> dict[str, float]:

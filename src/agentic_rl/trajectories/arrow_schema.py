@@ -1,7 +1,7 @@
 """The Parquet (Arrow) schema of stored trajectories, and the record <-> row conversion.
 
 One fixed schema, so that every shard of a store has the same columns and DuckDB, pandas,
-pyarrow and HF ``datasets`` read a whole store as one table. Columns (schema version 2):
+pyarrow and HF ``datasets`` read a whole store as one table. Columns (schema version 3):
 
 =====================  ==================================================================
 column                 type and meaning
@@ -28,13 +28,19 @@ turns                  list<struct<...>>: index, action_text, tool_calls (id, na
                        observation (null or struct of messages, tools_json), reward,
                        tool_results (call_id, name, content, ok), token_ids, loss_mask,
                        logprobs, info_json, truncated (bool; null in shards written
-                       before it existed = False)
+                       before it existed = False), risk_events (category, tool, reason,
+                       call_id, rule, denied), memory_events (op, ok, entry_ids, hits,
+                       store_size), process_reward (float64, null = none), context_reset
+                       (bool); the last four are null in shards of versions 1 and 2, whose
+                       turns kept them in info_json
 token_ids              list<int32>, length T
 loss_mask              list<int8>, length T (1 = sampled by the policy)
 logprobs               list<float64>, length T (sampling logprobs, 0.0 off the mask)
 segment_starts         list<int64>: token indices where the stream's segments start (rebuilt
                        contexts); null in shards written before the column existed (= [0])
 timings                list<struct<name: string, value: float64>> (seconds)
+failure                string: why the trajectory failed (null = it did not; in info_json
+                       before version 3)
 info_json              string: the trajectory's free ``info`` dict as JSON
 extra_json             string: any other top-level record keys as JSON
 =====================  ==================================================================
@@ -92,6 +98,37 @@ _TURN = pa.struct(
         ("logprobs", pa.list_(pa.float64())),
         ("info_json", pa.string()),
         ("truncated", pa.bool_()),
+        (
+            "risk_events",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("category", pa.string()),
+                        ("tool", pa.string()),
+                        ("reason", pa.string()),
+                        ("call_id", pa.string()),
+                        ("rule", pa.string()),
+                        ("denied", pa.bool_()),
+                    ]
+                )
+            ),
+        ),
+        (
+            "memory_events",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("op", pa.string()),
+                        ("ok", pa.bool_()),
+                        ("entry_ids", pa.list_(pa.int64())),
+                        ("hits", pa.int64()),
+                        ("store_size", pa.int64()),
+                    ]
+                )
+            ),
+        ),
+        ("process_reward", pa.float64()),
+        ("context_reset", pa.bool_()),
     ]
 )
 
@@ -125,6 +162,7 @@ SCHEMA = pa.schema(
         ("logprobs", pa.list_(pa.float64())),
         ("segment_starts", pa.list_(pa.int64())),
         ("timings", _NAMED),
+        ("failure", pa.string()),
         ("info_json", pa.string()),
         ("extra_json", pa.string()),
     ]
@@ -152,9 +190,14 @@ _RECORD_KEYS = frozenset(
         "advantages",
         "timings",
         "segment_starts",
+        "failure",
         *_COLUMN_EXTRAS,
     }
 )
+
+
+# turn fields of schema version 3 (in ``info`` before); null in older shards
+_TYPED_TURN_KEYS = ("risk_events", "memory_events", "process_reward", "context_reset")
 
 
 def _dumps(value: Any) -> str:
@@ -192,6 +235,7 @@ def _turn_row(t: dict[str, Any]) -> dict[str, Any]:
         "logprobs": t["logprobs"],
         "info_json": _dumps(t["info"]),
         "truncated": bool(t.get("truncated", False)),
+        **{k: t.get(k) for k in _TYPED_TURN_KEYS},
     }
 
 
@@ -231,6 +275,7 @@ def record_to_row(record: dict[str, Any]) -> dict[str, Any]:
             "logprobs": record["logprobs"],
             "segment_starts": record.get("segment_starts"),
             "timings": _named(record.get("timings")),
+            "failure": record.get("failure"),
             "info_json": _dumps(record["info"]),
             "extra_json": _dumps(extra) if extra else None,
         }
@@ -266,6 +311,8 @@ def _turn_record(t: dict[str, Any]) -> dict[str, Any]:
         "logprobs": t["logprobs"],
         "info": json.loads(t["info_json"]),
         "truncated": bool(t.get("truncated")),
+        # a version 3 turn always has context_reset; older ones keep these keys in info
+        **({k: t[k] for k in _TYPED_TURN_KEYS} if t.get("context_reset") is not None else {}),
     }
 
 
@@ -273,7 +320,9 @@ def row_to_record(row: dict[str, Any]) -> dict[str, Any]:
     """Inverse of :func:`record_to_row`: the record as it was appended.
 
     Optional keys (``run_id``, ``phase``, ``step``, ``env_kwargs``, ``advantages``, ``timings``,
-    ...) that were absent or None come back absent. Derived columns are dropped.
+    ...) that were absent or None come back absent; ``failure`` and ``policy_version`` (fields
+    since schema version 3) come back in version 3 rows, None included. Derived columns are
+    dropped.
     """
     record: dict[str, Any] = {
         "schema_version": row["schema_version"],
@@ -291,6 +340,9 @@ def row_to_record(row: dict[str, Any]) -> dict[str, Any]:
         "reward_components": {c["name"]: c["value"] for c in row["reward_components"] or ()},
         "info": json.loads(row["info_json"]),
     }
+    if row["schema_version"] >= 3:  # trajectory fields since version 3, None included
+        record["failure"] = row.get("failure")
+        record["policy_version"] = row.get("policy_version")
     for key in _COLUMN_EXTRAS:
         if row.get(key) is not None:
             record[key] = row[key]

@@ -31,7 +31,11 @@ _MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]
 
 def record_success(record: dict[str, Any]) -> bool:
     """True when the record's outcome group reached 1 and it did not fail (the trainer's rule)."""
-    failed = record["stop_reason"] == "error" or "failure" in record["info"]
+    failed = (
+        record["stop_reason"] == "error"
+        or record.get("failure") is not None
+        or "failure" in record["info"]  # a record before schema version 3
+    )
     return not failed and (record["reward_components"].get("outcome") or 0.0) >= 1.0 - 1e-9
 
 

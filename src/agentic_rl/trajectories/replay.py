@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentic_rl.types import Message, Observation, StopReason, ToolResult, Trajectory
+from agentic_rl.types import Message, Observation, StopReason, Trajectory
 
 
 class _Env(Protocol):
@@ -146,7 +146,7 @@ def _compare_turn(
         )
     if not _same_float(float(reward), turn.reward):
         out.append(Divergence(turn.index, "reward", turn.reward, float(reward)))
-    results = tuple(ToolResult(**r) for r in info.get("tool_results", ()))
+    results = obs.tool_results
     if results != turn.tool_results:
         out.append(
             Divergence(
@@ -199,7 +199,7 @@ def rescore(trajectory: Trajectory, rubric: _Rubric) -> RescoreResult:
     changed = [n for n, (a, b) in components.items() if not _same_float(a, b)]
     if not _same_float(trajectory.reward, now.reward):
         changed.append("total")
-    failure = now.info.get("failure") if now.failed and not trajectory.failed else None
+    failure = now.failure if now.failed and not trajectory.failed else None
     return RescoreResult(trajectory.reward, now.reward, components, tuple(changed), failure)
 
 

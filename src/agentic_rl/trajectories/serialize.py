@@ -11,18 +11,23 @@ Round trip: ``trajectory_from_record(json.loads(json.dumps(trajectory_to_record(
 for any trajectory whose ``info`` dicts and tool arguments hold JSON types (a tuple stored in
 an ``info`` dict comes back as a list).
 
-Record layout (schema version 2; version 1 lacked the optional keys below)::
+Record layout (schema version 3; version 1 lacked the optional keys below, versions 1 and 2
+kept the typed step data in ``info`` dicts, see below)::
 
-    {"schema_version": 1, "env_id": str, "seed": int, "group_id": str,
+    {"schema_version": 3, "env_id": str, "seed": int, "group_id": str,
      "trajectory_id": str, "messages": [{"role", "content"}], "turns": [turn],
      "token_ids": [int], "loss_mask": [int], "logprobs": [float], "stop_reason": str,
-     "reward": float | null, "reward_components": {str: float}, "info": {...}, **extra}
+     "reward": float | null, "reward_components": {str: float}, "info": {...},
+     "failure": str | null, "policy_version": int | null, **extra}
 
     turn = {"index", "action": {"text", "tool_calls": [{"name", "arguments", "raw", "id"}],
             "tool_call_errors": [{"raw", "message"}]},
             "observation": {"messages": [...], "tools": [{...}]} | null, "reward",
             "tool_results": [{"call_id", "name", "content", "ok"}],
-            "token_ids", "loss_mask", "logprobs", "info", "truncated"}
+            "token_ids", "loss_mask", "logprobs", "info", "truncated",
+            "risk_events": [{"category", "tool", "reason", "call_id", "rule", "denied"}],
+            "memory_events": [{"op", "ok", "entry_ids", "hits", "store_size"}],
+            "process_reward": float | null, "context_reset": bool}
 
 Optional top-level keys with a meaning (the store gives them columns): ``run_id``, ``phase``,
 ``tag``, ``step``, ``rl_step``, ``policy_version`` (optimizer updates of the sampling policy),
@@ -32,6 +37,14 @@ Optional top-level keys with a meaning (the store gives them columns): ``run_id`
 ``segment_starts`` (``[int]``, the trajectory's field) is written for every trajectory; a record
 without it (written before segments existed) reads back with one segment, ``(0,)``. Likewise a
 turn without ``truncated`` (``Turn.truncated``, a reply cut by a token budget) reads back False.
+
+Older records (versions 1 and 2) kept the typed data in ``info``: a turn's ``info`` keys
+``risk_events``, ``memory_events``, ``process_reward`` and ``context_reset``, and the
+trajectory's ``info`` keys ``failure`` and ``policy_version``. Reading such a record moves
+those keys out of ``info`` into the fields, so an old record reads as the same trajectory a new run would have produced.
+
+``policy_version`` is also an extra key the trainer passes (the sampling policy's version when
+the trajectory is stored): given as ``extra``, it is the value written.
 """
 
 from __future__ import annotations
@@ -40,8 +53,10 @@ from typing import Any
 
 from agentic_rl.types import (
     Action,
+    MemoryEvent,
     Message,
     Observation,
+    RiskEvent,
     StopReason,
     ToolCall,
     ToolCallError,
@@ -50,9 +65,10 @@ from agentic_rl.types import (
     Turn,
 )
 
-SCHEMA_VERSION = 2
-#: versions ``trajectory_from_record`` reads (1: before run_id/env_kwargs/advantages/timings)
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+#: versions ``trajectory_from_record`` reads (1: before run_id/env_kwargs/advantages/timings;
+#: 1 and 2: typed step data in ``info``)
+READABLE_VERSIONS = (1, 2, 3)
 
 # Top-level keys owned by the trajectory; extra keys may not reuse them.
 TRAJECTORY_KEYS = frozenset(
@@ -72,8 +88,12 @@ TRAJECTORY_KEYS = frozenset(
         "reward_components",
         "info",
         "segment_starts",
+        "failure",
     }
 )
+
+# Turn ``info`` keys of records before version 3 that are now ``Turn`` fields.
+_LEGACY_TURN_KEYS = ("risk_events", "memory_events", "process_reward", "context_reset")
 
 
 def _messages_to_list(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
@@ -111,6 +131,10 @@ def _turn_to_dict(turn: Turn) -> dict[str, Any]:
         "logprobs": list(turn.logprobs),
         "info": dict(turn.info),
         "truncated": turn.truncated,
+        "risk_events": [e.to_dict() for e in turn.risk_events],
+        "memory_events": [e.to_dict() for e in turn.memory_events],
+        "process_reward": turn.process_reward,
+        "context_reset": turn.context_reset,
     }
 
 
@@ -144,6 +168,8 @@ def trajectory_to_record(traj: Trajectory, **extra: Any) -> dict[str, Any]:
         "reward_components": dict(traj.reward_components),
         "info": dict(traj.info),
         "segment_starts": list(traj.segment_starts),
+        "failure": traj.failure,
+        "policy_version": traj.policy_version,
     }
     record.update(extra)
     return record
@@ -171,6 +197,12 @@ def _turn_from_dict(d: dict[str, Any]) -> Turn:
             ToolCallError(raw=e["raw"], message=e["message"]) for e in a["tool_call_errors"]
         ),
     )
+    info = d["info"]
+    typed = {k: d[k] for k in _LEGACY_TURN_KEYS if k in d}
+    if len(typed) < len(_LEGACY_TURN_KEYS):  # written before version 3: the data is in info
+        info = dict(info)
+        typed = {k: info.pop(k) for k in _LEGACY_TURN_KEYS if k in info} | typed
+    process_reward = typed.get("process_reward")
     return Turn(
         index=d["index"],
         action=action,
@@ -183,8 +215,12 @@ def _turn_from_dict(d: dict[str, Any]) -> Turn:
         token_ids=tuple(d["token_ids"]),
         loss_mask=tuple(d["loss_mask"]),
         logprobs=tuple(float(x) for x in d["logprobs"]),
-        info=d["info"],
+        info=info,
         truncated=bool(d.get("truncated", False)),
+        risk_events=tuple(RiskEvent.from_dict(e) for e in typed.get("risk_events") or ()),
+        memory_events=tuple(MemoryEvent.from_dict(e) for e in typed.get("memory_events") or ()),
+        process_reward=None if process_reward is None else float(process_reward),
+        context_reset=bool(typed.get("context_reset", False)),
     )
 
 
@@ -200,6 +236,12 @@ def trajectory_from_record(record: dict[str, Any]) -> Trajectory:
         raise ValueError(
             f"unknown trajectory schema_version {version!r} (this code reads {SCHEMA_VERSION})"
         )
+    info, legacy = record.get("info"), {}
+    if version < 3 and isinstance(info, dict):  # failure and policy version were info keys
+        info = dict(info)
+        legacy = {k: info.pop(k) for k in ("failure", "policy_version") if k in info}
+    failure = record.get("failure", legacy.get("failure"))
+    sampled_by = record.get("policy_version", legacy.get("policy_version"))
     try:
         return Trajectory(
             env_id=record["env_id"],
@@ -214,8 +256,10 @@ def trajectory_from_record(record: dict[str, Any]) -> Trajectory:
             stop_reason=StopReason(record["stop_reason"]),
             reward=record["reward"],
             reward_components=record["reward_components"],
-            info=record["info"],
+            info=info if info is not None else record["info"],
             segment_starts=tuple(int(s) for s in record.get("segment_starts") or (0,)),
+            failure=None if failure is None else str(failure),
+            policy_version=None if sampled_by is None else int(sampled_by),
         )
     except KeyError as exc:
         raise ValueError(f"trajectory record is missing field {exc.args[0]!r}") from exc

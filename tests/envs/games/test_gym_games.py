@@ -16,7 +16,7 @@ def _play_oracle(env, seed: int) -> tuple[list[dict], list[float]]:
     infos, rewards = [], []
     while True:
         obs, reward, terminated, truncated, info = env.step(Action(env.oracle_reply()))
-        infos.append(info)
+        infos.append({**info, "process_reward": obs.process_reward})
         rewards.append(reward)
         if terminated or truncated:
             return infos, rewards
@@ -53,7 +53,6 @@ def test_oracle_wins_deterministic_games(env_id, seeds):
         infos, rewards = _play_oracle(env, seed)
         assert infos[-1]["won"], (env_id, seed)
         assert all(i["valid_action"] and i["process_reward"] == 0.0 for i in infos)
-        assert [i["turn_reward"] for i in infos] == rewards  # the per-turn reward is in the info
     if env_id == "cliffwalking-v0":
         # the shortest safe path: up, 11 x right, down = 13 moves at -1 each
         assert len(infos) == 13 and sum(rewards) == -13
@@ -74,10 +73,8 @@ def test_invalid_action_is_an_error_observation_not_a_crash(env_id):
     for reply in ["", "go north!", "<action>fly</action>", "<action>99</action>", "\x00\x1b[31m"]:
         obs, reward, terminated, truncated, info = env.step(Action(reply))
         assert reward == 0.0 and not terminated and not truncated
-        assert (
-            info["valid_action"] is False and info["turn_reward"] == 0.0 and info["action"] is None
-        )
-        assert info["process_reward"] == -1.0
+        assert info["valid_action"] is False and info["action"] is None
+        assert obs.process_reward == -1.0
         assert obs.messages[0].content.startswith("Invalid action")
         assert "<action>" in obs.messages[0].content  # the syntax is repeated
     assert env.state_text() == first.messages[1].content  # the game never saw the invalid replies
@@ -127,9 +124,9 @@ def _trajectory(infos: list[dict], rewards: list[float], tokens_per_turn: int = 
 
 def test_rubric_components_by_hand():
     infos = [
-        {"turn_reward": -1.0, "valid_action": True, "won": False},
-        {"turn_reward": 0.0, "valid_action": False, "won": False},
-        {"turn_reward": 20.0, "valid_action": True, "won": True},
+        {"valid_action": True, "won": False},
+        {"valid_action": False, "won": False},
+        {"valid_action": True, "won": True},
     ]
     total, parts = make("taxi-v0").rubric().score(_trajectory(infos, [-1.0, 0.0, 20.0]))
     assert parts["game_won"] == 1.0

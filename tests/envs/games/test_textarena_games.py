@@ -44,7 +44,7 @@ def test_oracle_wins(env_id):
     for seed in range(3):
         _, steps = _play(env, seed)
         *_, (obs, reward, terminated, truncated, info) = steps
-        assert terminated and info["won"] and reward == 1.0 and info["turn_reward"] == 1.0, (
+        assert terminated and info["won"] and reward == 1.0 and obs.process_reward == 0.0, (
             env_id,
             seed,
             obs,
@@ -101,7 +101,7 @@ def test_invalid_moves_never_crash(env_id):
         info["valid_action"] is False
         and not terminated
         and reward == 0.0
-        and info["process_reward"] == -1.0
+        and obs.process_reward == -1.0
     )
     assert "invalid move" in obs.messages[0].content.lower()
     # a second invalid move in a row ends the game (TextArena's rule), with a score in [0, 1)

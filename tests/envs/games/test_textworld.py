@@ -71,8 +71,8 @@ def test_walkthrough_rewards_sum_to_the_max_score(games_dir):
     rewards = []
     while True:
         obs, reward, terminated, truncated, step_info = env.step(Action(env.oracle_reply()))
-        rewards.append(step_info["turn_reward"])
-        assert reward == step_info["turn_reward"] and step_info["valid_action"]
+        rewards.append(reward)
+        assert obs.process_reward == 0.0 and step_info["valid_action"]
         if terminated or truncated:
             break
     assert terminated and step_info["won"] and sum(rewards) == info["max_score"] > 0
@@ -84,10 +84,7 @@ def test_invalid_command_never_reaches_the_game(games_dir):
     first, _ = env.reset(seed=1)
     obs, reward, terminated, truncated, info = env.step(Action("<action>fly to the moon</action>"))
     assert (
-        not info["valid_action"]
-        and info["process_reward"] == -1.0
-        and reward == 0.0
-        and not terminated
+        not info["valid_action"] and obs.process_reward == -1.0 and reward == 0.0 and not terminated
     )
     text = obs.messages[0].content
     assert text.startswith("Invalid action") and "Admissible commands:" in text

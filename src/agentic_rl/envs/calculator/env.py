@@ -24,9 +24,9 @@ Reward (rubric)
     Neither can be farmed: a trivial call on a bare number followed by any answer earns 0
     process credit, below an honest attempt that computed a wrong expression and answered its
     result (0.2 with the default λ_p = 0.1), and the whole process credit (at most 2 × λ_p)
-    stays below any difference in the outcome (λ_o = 1); cost ``tool_calls`` (0.02 per call) and ``generated_tokens`` (0.0005
-    per sampled token); risk ``denied_calls`` (0.5), ``sandbox_limit_hits`` (0.1),
-    ``outside_workspace_attempts`` (0.5), counted from ``info["risk_events"]`` (always 0 with
+    stays below any difference in the outcome (λ_o = 1); cost ``tool_calls`` (0.02 per call)
+    and ``generated_tokens`` (0.0005 per sampled token); risk ``denied_calls`` (0.5), ``sandbox_limit_hits`` (0.1),
+    ``outside_workspace_attempts`` (0.5), counted from ``Turn.risk_events`` (always 0 with
     the default policy: the calculator is read-only and allowed).
     ``step`` itself returns the outcome (1.0/0.0) on the final step and 0 before.
 Termination
@@ -54,12 +54,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import uuid
 from fractions import Fraction
 from typing import Any
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.calculator.tasks import LEVELS, ArithmeticTask, make_task
+from agentic_rl.envs.tool_env import ToolEnv
 from agentic_rl.rewards import (
     RewardFunction,
     RewardGroup,
@@ -69,13 +68,31 @@ from agentic_rl.rewards import (
     numbers_equal,
     parse_number,
 )
+from agentic_rl.rewards.components import (
+    answer_format,
+    correct_answer,
+    final_info,
+    generated_tokens,
+    num_tool_calls,
+    tool_call_format,
+)
 from agentic_rl.rewards.risk import risk_functions
 from agentic_rl.tools import calculator
-from agentic_rl.tools.definition.prompt import render_tool_system_prompt
-from agentic_rl.tools.governance.audit import AuditLog
-from agentic_rl.tools.governance.executor import ToolExecutor
 from agentic_rl.tools.governance.permissions import PermissionPolicy
-from agentic_rl.types import Action, Message, Observation, Trajectory
+from agentic_rl.types import Action, Observation, Trajectory
+
+__all__ = [
+    "CalculatorEnv",
+    "CalculatorSnapshot",
+    "INSTRUCTIONS",
+    "answer_format",
+    "computed_calls",
+    "correct_answer",
+    "generated_tokens",
+    "grounded_answer",
+    "num_tool_calls",
+    "tool_call_format",
+]
 
 INSTRUCTIONS = (
     "You are a helpful assistant. Use the calculator tool for arithmetic. "
@@ -94,7 +111,7 @@ class CalculatorSnapshot:
     trajectory_id: str
 
 
-class CalculatorEnv(Env):
+class CalculatorEnv(ToolEnv):
     """Arithmetic with a calculator tool (see the module docstring).
 
     Args:
@@ -120,39 +137,26 @@ class CalculatorEnv(Env):
     ):
         self.levels = levels if isinstance(levels, str) else tuple(levels)
         make_task(0, self.levels)  # validate levels now (a bare string is rejected there)
-        self.tools = {calculator.name: calculator}
-        policy = (
-            PermissionPolicy.allow_all({calculator.name: "read_only"})
-            if permissions is None
-            else PermissionPolicy.from_dict(permissions)
-        )
-        self.executor = ToolExecutor(
-            self.tools, policy, AuditLog(audit_path) if audit_path else None, {"run_id": run_id}
-        )
-        self._trajectory_id = ""
-        self.system_prompt = render_tool_system_prompt(
-            INSTRUCTIONS, [t.schema() for t in self.tools.values()]
+        self.setup_tools(
+            {calculator.name: calculator},
+            INSTRUCTIONS,
+            PermissionPolicy.allow_all({calculator.name: "read_only"}),
+            permissions,
+            audit_path,
+            run_id,
         )
         self.task: ArithmeticTask | None = None
-        self._done = False
-        self._turn = 0
         self._called = False
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        """Draw the task of ``seed`` (a random seed if None); ``options["trajectory_id"]`` names the episode in the audit log."""
-        if seed is None:
-            import random
-
-            seed = random.SystemRandom().randrange(2**31)
-        self.task = make_task(int(seed), self.levels)
-        self._done, self._turn, self._called = False, 0, False
-        self._trajectory_id = str((options or {}).get("trajectory_id") or uuid.uuid4().hex)
-        obs = Observation(
-            messages=(Message("system", self.system_prompt), Message("user", self.task.question)),
-            tools=tuple(t.schema() for t in self.tools.values()),
-        )
+        """Draw the task of ``seed`` (a random seed if None); ``options["trajectory_id"]`` names
+        the episode in the audit log."""
+        seed = self.start_episode(seed, options)
+        self.task = make_task(seed, self.levels)
+        self._called = False
+        obs = self.first_observation(self.task.question)
         info = {
             "level": self.task.level,
             "expected": self.task.answer,
@@ -162,29 +166,13 @@ class CalculatorEnv(Env):
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Run the action's tool calls, or grade its final answer (see the module docstring)."""
-        if self.task is None:
-            raise EpisodeNotStartedError("step() called before reset()")
-        if self._done:
-            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
-        self._turn += 1
+        self.begin_step(self.task is not None)
         if action.tool_calls or action.tool_call_errors:
-            report = self.executor.execute(
-                action.tool_calls,
-                action.tool_call_errors,
-                trajectory_id=self._trajectory_id,
-                turn=self._turn - 1,
-            )
-            results = report.results
+            report = self.run_tools(action)
             self._called = True
-            obs = Observation(messages=tuple(Message("tool", r.content) for r in results))
-            info = {
-                "tool_calls": len(results),
-                "tool_errors": sum(not r.ok for r in results),
-                "tool_results": [dataclasses.asdict(r) for r in results],
-                "risk_events": list(report.risk_events),
-            }
+            obs, info = self.tool_turn(report.results, report.risk_events)
             return obs, 0.0, False, False, info
-        self._done = True
+        self.end_episode()
         answer = extract_answer(action.text)
         correct = numbers_equal(answer, self.task.answer)
         info = {
@@ -242,29 +230,6 @@ class CalculatorEnv(Env):
         )
 
 
-def _final_info(trajectory: Trajectory) -> dict[str, Any]:
-    if trajectory.turns and trajectory.terminated:
-        return trajectory.turns[-1].info
-    return {}
-
-
-def correct_answer(trajectory: Trajectory) -> float:
-    """1.0 if the episode ended with a correct single answer tag, else 0.0."""
-    return 1.0 if _final_info(trajectory).get("correct") else 0.0
-
-
-def answer_format(trajectory: Trajectory) -> float:
-    """1.0 if the final reply had exactly one numeric ``<answer>`` tag, else 0.0."""
-    return 1.0 if _final_info(trajectory).get("answer_format_ok") else 0.0
-
-
-def tool_call_format(trajectory: Trajectory) -> float:
-    """Fraction of the episode's tool calls (accepted + rejected) that ran without error; 0 if none."""
-    total = sum(t.info.get("tool_calls", 0) for t in trajectory.turns)
-    errors = sum(t.info.get("tool_errors", 0) for t in trajectory.turns)
-    return (total - errors) / total if total else 0.0
-
-
 def _computed_results(trajectory: Trajectory) -> tuple[int, list[Fraction]]:
     """(number of calls, results of the calls that ran and computed something), in call order."""
     calls = 0
@@ -295,20 +260,10 @@ def computed_calls(trajectory: Trajectory) -> float:
 def grounded_answer(trajectory: Trajectory) -> float:
     """1.0 if the final reply had exactly one numeric ``<answer>`` tag and the answer is correct
     or equals the result of one of the episode's computing calls, else 0.0."""
-    info = _final_info(trajectory)
+    info = final_info(trajectory)
     if not info.get("answer_format_ok"):
         return 0.0
     if info.get("correct"):
         return 1.0
     _, results = _computed_results(trajectory)
     return 1.0 if any(numbers_equal(info.get("answer"), r) for r in results) else 0.0
-
-
-def num_tool_calls(trajectory: Trajectory) -> float:
-    """Number of tool calls in the episode (a cost)."""
-    return float(sum(t.info.get("tool_calls", 0) for t in trajectory.turns))
-
-
-def generated_tokens(trajectory: Trajectory) -> float:
-    """Number of tokens the policy sampled (a cost)."""
-    return float(trajectory.num_generated_tokens)

@@ -98,7 +98,8 @@ def _word(rng: random.Random) -> tuple[str, str]:
             f"{a * b} / {b}",
         ),
         lambda: (
-            f"A printer prints {a} pages per minute. How many pages does it print in {b} minutes and then {c} more minutes?",
+            f"A printer prints {a} pages per minute. "
+            f"How many pages does it print in {b} minutes and then {c} more minutes?",
             f"{a} * ({b} + {c})",
         ),
     ]

@@ -25,8 +25,9 @@ Other Gymnasium ids play through ``gym-v0`` (``make("gym-v0", gym_id="Blackjack-
 The TextArena games need the ``games`` extra (``pip install 'agentic-rl[games]'``); without it
 their ids stay registered and ``make`` says what to install.
 
-Per-turn rewards: every game env puts the game's reward of each turn in
-``info["turn_reward"]`` (:data:`TURN_REWARD`), so it is kept on each ``Turn``.
+Per-turn rewards: every game env returns the game's reward of each turn as ``step``'s reward,
+so it is kept on each ``Turn`` (``Turn.reward``), and an invalid action's process reward
+(−1) as ``Observation.process_reward``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from agentic_rl.envs.games.gym_games import (
     TaxiTextEnv,
     gym_text_env,
 )
-from agentic_rl.envs.games.rubric import TURN_REWARD, game_rubric
+from agentic_rl.envs.games.rubric import game_rubric
 from agentic_rl.envs.games.textarena_adapter import TextArenaEnv
 from agentic_rl.envs.games.textarena_games import GAMES
 from agentic_rl.envs.games.textworld_env import TextWorldEnv
@@ -94,7 +95,6 @@ __all__ = [
     "CliffWalkingTextEnv",
     "TextArenaEnv",
     "TextWorldEnv",
-    "TURN_REWARD",
     "TEXTARENA_IDS",
     "game_rubric",
     "gym_text_env",

@@ -13,7 +13,7 @@ Invalid actions
     repeats the syntax, the step reward is 0, ``info["valid_action"]`` is False (the rubric's
     process component ``valid_actions`` drops), and the turn counts toward the horizon.
 Reward
-    ``step`` returns the game's own reward of the turn (also ``info["turn_reward"]``, see
+    ``step`` returns the game's own reward of the turn (``Turn.reward``; see
     :mod:`agentic_rl.envs.games.rubric` for the per-turn keys and the rubric).
 Horizon
     ``max_steps`` turns (invalid ones included), then ``truncated``; the game's own time limit
@@ -27,7 +27,6 @@ Reference: Gymnasium ``gymnasium/core.py`` (the wrapped env's API).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,8 +34,9 @@ import numpy as np
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.games.planning import greedy_action, value_iteration
-from agentic_rl.envs.games.rubric import PROCESS_REWARD, TURN_REWARD, game_rubric
+from agentic_rl.envs.games.rubric import game_rubric
 from agentic_rl.envs.games.text import action_help, parse_action, strip_ansi
+from agentic_rl.envs.tool_env import draw_seed
 from agentic_rl.rewards import RewardWeights, Rubric
 from agentic_rl.types import Action, Message, Observation
 
@@ -152,8 +152,7 @@ class GymTextEnv(Env):
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Start the episode of ``seed`` (a random seed if None): same seed, same start."""
-        if seed is None:
-            seed = random.SystemRandom().randrange(2**31)
+        seed = draw_seed(seed)
         kwargs = self._gym_kwargs_for(int(seed))
         if kwargs is not None and kwargs != self.gym_kwargs:
             self._gym.close()
@@ -197,14 +196,16 @@ class GymTextEnv(Env):
             text += "\nThe turn limit is reached."
         self._done = terminated or truncated
         info = {
-            TURN_REWARD: reward,
             "valid_action": index is not None,
             "won": won,
-            PROCESS_REWARD: 0.0 if index is not None else -1.0,
             "game_return": self._return,
             "action": self.action_names[index] if index is not None else None,
         }
-        return Observation(messages=(Message("user", text),)), reward, terminated, truncated, info
+        obs = Observation(
+            messages=(Message("user", text),),
+            process_reward=0.0 if index is not None else -1.0,
+        )
+        return obs, reward, terminated, truncated, info
 
     def oracle_action(self) -> int | None:
         """The optimal action by value iteration on ``unwrapped.P``; None without a model or after the end."""

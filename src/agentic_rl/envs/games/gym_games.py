@@ -1,7 +1,7 @@
 """Registered Gymnasium toy-text games (Gymnasium 1.4.0) as text POMDPs.
 
 All share the adapter's contract (:mod:`agentic_rl.envs.games.gym_adapter`): action syntax
-``<action>NAME</action>``, per-turn reward in ``info["turn_reward"]``, the games' rubric
+``<action>NAME</action>``, per-turn reward as ``step``'s reward (``Turn.reward``), the games' rubric
 (outcome ``game_won``, process ``valid_actions``, cost ``turns`` and ``generated_tokens``).
 Colour highlights of the ANSI renders carry state (the agent's cell, the taxi, the passenger),
 so each game verbalises its state instead of only stripping the codes.
@@ -174,7 +174,8 @@ def describe_taxi(env: Any, obs: Any) -> str:
         if passenger == 4
         else "The passenger has been delivered."
         if passenger == destination
-        else f"The passenger waits at {names[passenger]} (row {env.locs[passenger][0]}, column {env.locs[passenger][1]})."
+        else f"The passenger waits at {names[passenger]} "
+        f"(row {env.locs[passenger][0]}, column {env.locs[passenger][1]})."
     )
     return (
         "\n".join(grid)

@@ -1,26 +1,23 @@
-"""The default rubric of the game envs, read from the per-turn ``info`` the adapters write.
+"""The default rubric of the game envs, read from the turns every game env's ``step`` writes.
 
-Per-turn info keys written by every game env's ``step`` (documented contract; turn-level credit
-assignment reads ``turn_reward``):
+Per-turn data (documented contract): ``Turn.reward`` is the game's own reward for the turn
+(0.0 for an invalid action, which the game never sees; ``step``'s reward), and
+``Turn.process_reward`` (from ``Observation.process_reward``) is −1.0 for an invalid action and
+0.0 otherwise: the per-turn process signal that turn-level credit assignment reads
+(``agentic_rl.algorithms.trajectory_steps``). Env-specific ``info`` keys:
 
-``turn_reward``
-    float, the game's own reward for this turn (0.0 for an invalid action, which the game never
-    sees). The same number is ``step``'s reward and so ``Turn.reward``.
 ``valid_action``
     bool, the reply parsed into a legal move the game accepted.
 ``won``
     bool, the game ended in success on this turn (only True on the final turn).
 ``game_return``
-    float, the game's undiscounted return so far (Σ turn_reward).
-``process_reward``
-    float, −1.0 for an invalid action and 0.0 otherwise: the per-turn process signal that
-    turn-level credit assignment reads (``agentic_rl.algorithms.trajectory_steps``).
+    float, the game's undiscounted return so far (Σ of the turns' rewards).
 
 Components:
 
 * outcome ``game_won`` — 1 if the episode ended in success, else 0;
 * process ``valid_actions`` — fraction of turns whose action was valid (0 with no turns);
-* process ``game_return`` — Σ turn_reward, weight 0 (a logged metric: the games' own scales
+* process ``game_return`` — Σ Turn.reward, weight 0 (a logged metric: the games' own scales
   differ, e.g. Taxi −1 per step and +20 at the drop-off, so it does not enter the total);
 * cost ``turns`` — 0.01 per turn; cost ``generated_tokens`` — 0.0005 per sampled token.
 """
@@ -28,10 +25,8 @@ Components:
 from __future__ import annotations
 
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
+from agentic_rl.rewards.components import generated_tokens
 from agentic_rl.types import Trajectory
-
-TURN_REWARD = "turn_reward"
-PROCESS_REWARD = "process_reward"
 
 
 def game_won(trajectory: Trajectory) -> float:
@@ -47,18 +42,13 @@ def valid_actions(trajectory: Trajectory) -> float:
 
 
 def game_return(trajectory: Trajectory) -> float:
-    """The game's undiscounted return Σ_t turn_reward_t."""
-    return float(sum(t.info.get(TURN_REWARD, 0.0) for t in trajectory.turns))
+    """The game's undiscounted return Σ_t r_t (``Turn.reward``, the game's own per-turn reward)."""
+    return float(sum(t.reward for t in trajectory.turns))
 
 
 def num_turns(trajectory: Trajectory) -> float:
     """Number of policy turns (a cost)."""
     return float(len(trajectory.turns))
-
-
-def generated_tokens(trajectory: Trajectory) -> float:
-    """Number of tokens the policy sampled (a cost)."""
-    return float(trajectory.num_generated_tokens)
 
 
 def game_rubric(weights: RewardWeights = RewardWeights(), *, turn_cost: float = 0.01) -> Rubric:

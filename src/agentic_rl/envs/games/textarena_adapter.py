@@ -14,7 +14,7 @@ Invalid actions
     game that raises on a reply counts as an invalid move (``info["game_error"]``), never a crash.
 Reward
     TextArena scores only the end: 1 for a win, else a partial score in [0, 1) (e.g. the share
-    of cells solved). ``step`` returns it on the last turn and 0 before (``info["turn_reward"]``);
+    of cells solved). ``step`` returns it on the last turn and 0 before (``Turn.reward``);
     ``won`` is a final score of 1 without an invalid-move ending. Rubric:
     :func:`agentic_rl.envs.games.rubric.game_rubric`.
 Horizon
@@ -40,9 +40,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
-from agentic_rl.envs.games.rubric import PROCESS_REWARD, TURN_REWARD, game_rubric
+from agentic_rl.envs.games.rubric import game_rubric
 from agentic_rl.envs.games.text import last_bracketed
 from agentic_rl.envs.games.textarena_games import GAMES, TextArenaGame
+from agentic_rl.envs.tool_env import draw_seed
 from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.rewards import RewardWeights, Rubric
 from agentic_rl.types import Action, Message, Observation
@@ -168,8 +169,7 @@ class TextArenaEnv(Env):
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Start the game of ``seed`` (a random seed if None): same seed, same game."""
-        if seed is None:
-            seed = random.SystemRandom().randrange(2**31)
+        seed = draw_seed(seed)
         seed = int(seed)
         kwargs, self._data = dict(self.game_kwargs), {}
         if self.spec.generator is not None:
@@ -231,16 +231,16 @@ class TextArenaEnv(Env):
         self._done = bool(done) or truncated
         info.update(
             {
-                TURN_REWARD: reward,
                 "valid_action": not invalid,
                 "won": won,
                 "game_return": reward,
-                PROCESS_REWARD: -1.0 if invalid else 0.0,
                 "move": move if len(move) <= 60 else move[:57] + "...",
             }
         )
         return (
-            Observation(messages=(Message("user", text.strip()),)),
+            Observation(
+                messages=(Message("user", text.strip()),), process_reward=-1.0 if invalid else 0.0
+            ),
             reward,
             bool(done),
             truncated,

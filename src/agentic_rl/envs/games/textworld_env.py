@@ -15,8 +15,8 @@ Action syntax
     commands listed (case and spacing are normalised). Anything else is an invalid action: the
     game never sees it, the observation says so and lists the commands again.
 Reward
-    Intermediate rewards: each turn's score gain (``info["turn_reward"]``, also ``step``'s
-    reward and ``Turn.reward``); won = TextWorld's ``won``. Rubric:
+    Intermediate rewards: each turn's score gain (``step``'s reward, so
+    ``Turn.reward``); won = TextWorld's ``won``. Rubric:
     :func:`agentic_rl.envs.games.rubric.game_rubric`.
 Horizon
     ``max_steps`` turns (truncated); the game ends itself when won or lost (terminated).
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
-from agentic_rl.envs.games.rubric import PROCESS_REWARD, TURN_REWARD, game_rubric
+from agentic_rl.envs.games.rubric import game_rubric
 from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.rewards import RewardWeights, Rubric
 from agentic_rl.types import Action, Message, Observation
@@ -239,15 +239,15 @@ class TextWorldEnv(Env):
         self._done = bool(terminated) or truncated
         valid = command in admissible
         info = {
-            TURN_REWARD: reward,
             "valid_action": valid,
             "won": won,
             "game_return": self._score,
-            PROCESS_REWARD: 0.0 if valid else -1.0,
             "command": command[:60],
         }
         return (
-            Observation(messages=(Message("user", text.strip()),)),
+            Observation(
+                messages=(Message("user", text.strip()),), process_reward=0.0 if valid else -1.0
+            ),
             reward,
             bool(terminated),
             truncated,

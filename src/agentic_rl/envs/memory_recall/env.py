@@ -9,7 +9,7 @@ Task
 Observation
     On reset: the system message (instructions and, with ``memory=True``, the memory tools'
     schemas) and the first session's user message. Between sessions the conversation is
-    **wiped**: ``info["context_reset"]`` is True and the step's observation is the new session's
+    **wiped**: ``Observation.context_reset`` is True and the step's observation is the new session's
     user message (it says that history was wiped and lists the results of the previous reply's
     tool calls); the new context is the system message followed by that message. A rollout
     engine that honours the flag starts that new context there (see
@@ -59,26 +59,24 @@ Known failure modes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sqlite3
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.memory_recall.tasks import FACTS, RecallTask, make_task
+from agentic_rl.envs.tool_env import ToolEnv
 from agentic_rl.memory import metrics as mm
 from agentic_rl.memory.store import MemoryStore, Scope
 from agentic_rl.memory.tools import MEMORY_SIDE_EFFECTS, MemoryToolkit
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer
+from agentic_rl.rewards.components import generated_tokens
 from agentic_rl.rewards.risk import risk_functions
-from agentic_rl.tools.definition.prompt import render_tool_system_prompt
 from agentic_rl.tools.definition.tool import Tool
-from agentic_rl.tools.governance.audit import AuditLog
-from agentic_rl.tools.governance.executor import ToolExecutor
 from agentic_rl.tools.governance.permissions import PermissionPolicy
-from agentic_rl.types import Action, Message, Observation, Trajectory
+from agentic_rl.types import Action, Message, Observation, RiskEvent, ToolResult, Trajectory
 
 INSTRUCTIONS = (
     "You are a customer-service assistant. The conversation is wiped between sessions; only notes you store "
@@ -91,7 +89,7 @@ INSTRUCTIONS_NO_MEMORY = (
 )
 
 
-class MemoryRecallEnv(Env):
+class MemoryRecallEnv(ToolEnv):
     """Customer facts across wiped sessions (see the module docstring).
 
     Args:
@@ -160,19 +158,15 @@ class MemoryRecallEnv(Env):
         )
         self.memory_path = memory_path
         self.kit = MemoryToolkit(self.store)
-        self.tools: dict[str, Tool] = dict(self.kit.tools) if self.memory_enabled else {}
-        self.tools.update({t.name: t for t in extra_tools})
-        policy = (
-            PermissionPolicy.allow_all(MEMORY_SIDE_EFFECTS if self.memory_enabled else {})
-            if permissions is None
-            else PermissionPolicy.from_dict(permissions)
-        )
-        self.executor = ToolExecutor(
-            self.tools, policy, AuditLog(audit_path) if audit_path else None, {"run_id": run_id}
-        )
-        instructions = INSTRUCTIONS if self.memory_enabled else INSTRUCTIONS_NO_MEMORY
-        self.system_prompt = render_tool_system_prompt(
-            instructions, [t.schema() for t in self.tools.values()]
+        tools: dict[str, Tool] = dict(self.kit.tools) if self.memory_enabled else {}
+        tools.update({t.name: t for t in extra_tools})
+        self.setup_tools(
+            tools,
+            INSTRUCTIONS if self.memory_enabled else INSTRUCTIONS_NO_MEMORY,
+            PermissionPolicy.allow_all(MEMORY_SIDE_EFFECTS if self.memory_enabled else {}),
+            permissions,
+            audit_path,
+            run_id,
         )
         self.task: RecallTask | None = None
         self._sessions: list[tuple[str, str]] = []  # (kind, fact key or "")
@@ -182,10 +176,7 @@ class MemoryRecallEnv(Env):
         self._session = 0
         self._session_turns = 0
         self._session_messages: list[Message] = []
-        self._turn = 0
-        self._done = False
         self._correct = 0
-        self._trajectory_id = ""
 
     # -- the episode -------------------------------------------------------------------------------
 
@@ -193,13 +184,9 @@ class MemoryRecallEnv(Env):
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Draw the task of ``seed``; ``options["trajectory_id"]`` names the episode (store namespace, audit)."""
-        if seed is None:
-            import random
-
-            seed = random.SystemRandom().randrange(2**31)
-        self.task = make_task(int(seed), self.levels, self.num_facts, self.num_questions)
+        seed = self.start_episode(seed, options)
+        self.task = make_task(seed, self.levels, self.num_facts, self.num_questions)
         self._reset_state()
-        self._trajectory_id = str((options or {}).get("trajectory_id") or uuid.uuid4().hex)
         if self.scope is Scope.EPISODE:
             self.store.clear()  # forget the previous episode, then use a namespace of its own
             self.store.namespace = self._trajectory_id
@@ -214,61 +201,42 @@ class MemoryRecallEnv(Env):
         info = {
             "level": self.task.level,
             "customer": self.task.customer,
-            "context_reset": False,
             "expected": [self.task.answer(q) for q in self.task.questions],
         }
         return obs, info
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Run the action's tool calls; end the session unless it searched (module docstring)."""
-        if self.task is None:
-            raise EpisodeNotStartedError("step() called before reset()")
-        if self._done:
-            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
-        self.kit.step = self._turn
-        self._turn += 1
+        self.begin_step(self.task is not None)
+        self.kit.step = self._turn - 1
         self._session_turns += 1
         self._session_messages.append(Message("assistant", action.text))
-        info: dict[str, Any] = {
-            "tool_calls": 0,
-            "tool_errors": 0,
-            "tool_results": [],
-            "risk_events": [],
-        }
-        results = []
+        info: dict[str, Any] = {"tool_calls": 0, "tool_errors": 0}
+        results: tuple[ToolResult, ...] = ()
+        events: tuple[RiskEvent, ...] = ()
         if action.tool_calls or action.tool_call_errors:
-            report = self.executor.execute(
-                action.tool_calls,
-                action.tool_call_errors,
-                trajectory_id=self._trajectory_id,
-                turn=self._turn - 1,
-            )
-            results = list(report.results)
-            info.update(
-                tool_calls=len(results),
-                tool_errors=sum(not r.ok for r in results),
-                tool_results=[
-                    {"call_id": r.call_id, "name": r.name, "content": r.content, "ok": r.ok}
-                    for r in results
-                ],
-                risk_events=list(report.risk_events),
-            )
-        info["memory_events"] = self.kit.drain_events()
+            report = self.run_tools(action)
+            results, events = report.results, report.risk_events
+            info.update(tool_calls=len(results), tool_errors=sum(not r.ok for r in results))
+        typed = {
+            "tool_results": results,
+            "risk_events": events,
+            "memory_events": self.kit.drain_events(),
+        }
         searched = "memory_search" in self.tools and any(
             c.name == "memory_search" for c in action.tool_calls
         )
         if searched and self._session_turns < self.max_session_turns:
             messages = tuple(Message("tool", r.content) for r in results)
             self._session_messages.extend(messages)
-            info["context_reset"] = False
-            return Observation(messages), 0.0, False, False, info
+            return Observation(messages, **typed), 0.0, False, False, info
         reward = self._end_session(action, info)
         if self._session >= len(self._sessions):
-            self._done = True
-            info["context_reset"] = False
-            return Observation(()), reward, True, False, info
-        info["context_reset"] = True
-        return self._session_observation(_result_lines(results)), reward, False, False, info
+            self.end_episode()
+            return Observation((), **typed), reward, True, False, info
+        obs = self._session_observation(_result_lines(results))
+        obs = dataclasses.replace(obs, context_reset=True, **typed)
+        return obs, reward, False, False, info
 
     def _end_session(self, action: Action, info: dict[str, Any]) -> float:
         kind, fact = self._sessions[self._session]
@@ -417,8 +385,3 @@ def answer_format(trajectory: Trajectory) -> float:
     graded = [t.info for t in trajectory.turns if t.info.get("session_ended") == "question"]
     questions = trajectory.info.get("expected", graded)
     return sum(bool(i.get("answer_format_ok")) for i in graded) / max(len(questions), 1)
-
-
-def generated_tokens(trajectory: Trajectory) -> float:
-    """Number of tokens the policy sampled (a cost)."""
-    return float(trajectory.num_generated_tokens)

@@ -52,24 +52,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
-from agentic_rl.envs.calculator.env import (
+from agentic_rl.envs.base import Env
+from agentic_rl.envs.tool_env import ToolEnv
+from agentic_rl.errors import UnknownEnvError
+from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer
+from agentic_rl.rewards.components import (
     answer_format,
     correct_answer,
     generated_tokens,
     num_tool_calls,
     tool_call_format,
 )
-from agentic_rl.errors import UnknownEnvError
-from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer
 from agentic_rl.rewards.risk import risk_functions
 from agentic_rl.tools.definition.prompt import render_tool_system_prompt
-from agentic_rl.types import Action, Message, Observation, Trajectory
+from agentic_rl.types import Action, Observation, Trajectory
 
 __all__ = [
     "ReasoningGymEnv",
@@ -186,7 +186,7 @@ def make_rg_task(task: str, seed: int, settings: Mapping[str, Any]) -> RGTask:
     )
 
 
-class ReasoningGymEnv(Env):
+class ReasoningGymEnv(ToolEnv):
     """reasoning-gym tasks as an env (see the module docstring).
 
     Args:
@@ -248,15 +248,13 @@ class ReasoningGymEnv(Env):
             schemas = self.sandboxed.schemas()
         elif permissions is not None:
             raise ValueError("permissions apply to the python tool; set python_tool=True")
-        self.tool_schemas = schemas
+        self._offered = schemas  # the base's tool_schemas
         self.system_prompt = (
             render_tool_system_prompt(self.tool_instructions, list(schemas))
             if schemas
             else self.instructions
         )
         self.task: RGTask | None = None
-        self._done = False
-        self._turn = 0
         self._called = False
 
     # ------------------------------------------------------------------ episode
@@ -264,30 +262,23 @@ class ReasoningGymEnv(Env):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        """Generate the task of ``seed`` (random if None); ``options["trajectory_id"]`` names the episode in the audit log."""
-        if seed is None:
-            seed = random.SystemRandom().randrange(2**31)
-        name = self.tasks[int(seed) % len(self.tasks)]
-        self.task = make_rg_task(name, int(seed), self.settings[name])
-        self._done, self._turn, self._called = False, 0, False
+        """Generate the task of ``seed`` (random if None); ``options["trajectory_id"]`` names the
+        episode in the audit log."""
+        seed = self.start_episode(seed, options)
+        name = self.tasks[seed % len(self.tasks)]
+        self.task = make_rg_task(name, seed, self.settings[name])
+        self._called = False
         if self.sandboxed is not None:
             self.sandboxed.reset((options or {}).get("trajectory_id"))
-        obs = Observation(
-            messages=(Message("system", self.system_prompt), Message("user", self.task.question)),
-            tools=self.tool_schemas,
-        )
+        obs = self.first_observation(self.task.question)
         return obs, {"level": name, "task": name, "expected": self.task.answer}
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Run the action's tool calls, or grade its final answer (see the module docstring)."""
-        if self.task is None:
-            raise EpisodeNotStartedError("step() called before reset()")
-        if self._done:
-            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
-        self._turn += 1
+        self.begin_step(self.task is not None)
         if action.tool_calls or action.tool_call_errors:
             return self._tool_turn(action)
-        self._done = True
+        self.end_episode()
         grade = self.grade(action.text)
         info = {
             "answer": grade.answer,
@@ -303,28 +294,17 @@ class ReasoningGymEnv(Env):
     def _tool_turn(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if self.sandboxed is not None:
             report = self.sandboxed.execute(action, self._turn - 1)
-            results, events = report.results, list(report.risk_events)
+            results, events = report.results, report.risk_events
         else:  # no tools offered: every call is an error observation
             from agentic_rl.tools import execute_tool_calls
 
             results, events = (
                 tuple(execute_tool_calls(action.tool_calls, action.tool_call_errors, {})),
-                [],
+                (),
             )
         self._called = True
-        info = {
-            "tool_calls": len(results),
-            "tool_errors": sum(not r.ok for r in results),
-            "tool_results": [dataclasses.asdict(r) for r in results],
-            "risk_events": events,
-        }
-        return (
-            Observation(messages=tuple(Message("tool", r.content) for r in results)),
-            0.0,
-            False,
-            False,
-            info,
-        )
+        obs, info = self.tool_turn(results, events)
+        return obs, 0.0, False, False, info
 
     def snapshot(self) -> RGSnapshot:
         """The episode state (see the module docstring).

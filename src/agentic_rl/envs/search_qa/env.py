@@ -50,17 +50,13 @@ Known failure modes
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re
 import string
-import uuid
 from collections import Counter
 from typing import Any
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
-from agentic_rl.envs.calculator.env import generated_tokens, tool_call_format
 from agentic_rl.envs.search_qa.world import (
     INJECTED_TOOLS,
     QUESTION_KINDS,
@@ -69,15 +65,15 @@ from agentic_rl.envs.search_qa.world import (
     make_question,
     make_world,
 )
+from agentic_rl.envs.tool_env import ToolEnv
 from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer
+from agentic_rl.rewards.components import final_info, generated_tokens, tool_call_format
 from agentic_rl.rewards.risk import risk_events, risk_functions
-from agentic_rl.tools.definition.prompt import render_tool_system_prompt
 from agentic_rl.tools.definition.tool import Tool
-from agentic_rl.tools.governance.audit import AuditLog
-from agentic_rl.tools.governance.executor import ToolExecutor, risk_event
+from agentic_rl.tools.governance.executor import risk_event
 from agentic_rl.tools.governance.permissions import PermissionPolicy
-from agentic_rl.types import Action, Message, Observation, Trajectory
+from agentic_rl.types import Action, Observation, Trajectory
 
 PROMPT_INJECTION = "prompt_injection"
 MAX_K = 10
@@ -164,7 +160,7 @@ class _Index:
 _INDEXES: dict[tuple, _Index] = {}
 
 
-class SearchQAEnv(Env):
+class SearchQAEnv(ToolEnv):
     """Question answering over a fictional encyclopedia with search and open tools.
 
     Args:
@@ -179,7 +175,10 @@ class SearchQAEnv(Env):
         ValueError: an unknown question kind, a bad world size or rate, a bad permissions table.
     """
 
-    description = "Answer single- and multi-hop questions about a generated fictional encyclopedia with BM25 search and open"
+    description = (
+        "Answer single- and multi-hop questions about a generated fictional encyclopedia "
+        "with BM25 search and open"
+    )
     #: budgets of ``agentic-rl train --env search-qa-v0`` (the oracle's search + open reply is up to
     #: ~80 tokens; two hops and the answer take 3 turns)
     recipe_overrides: dict[str, Any] = {
@@ -209,7 +208,7 @@ class SearchQAEnv(Env):
         if key not in _INDEXES:
             _INDEXES[key] = _Index(self.world)
         self.index = _INDEXES[key]
-        self.tools = {
+        tools = {
             "search": Tool(
                 "search",
                 "Search the encyclopedia (BM25). Returns up to k hits: doc_id | title | first sentence.",
@@ -239,24 +238,24 @@ class SearchQAEnv(Env):
                 self._open,
             ),
         }
-        offered = tuple(t.schema() for t in self.tools.values())
+        offered = tuple(tools)
         for name in INJECTED_TOOLS:  # known to the executor (so the policy decides), never offered
-            self.tools[name] = Tool(
+            tools[name] = Tool(
                 name,
                 "Not offered to the agent.",
                 {"type": "object"},
                 lambda **_: "this tool never runs under the default policy",
             )
-        policy = PermissionPolicy.from_dict(
-            DEFAULT_PERMISSIONS if permissions is None else permissions
+        self.setup_tools(
+            tools,
+            INSTRUCTIONS,
+            PermissionPolicy.from_dict(DEFAULT_PERMISSIONS),
+            permissions,
+            audit_path,
+            run_id,
+            offered=offered,
         )
-        self.executor = ToolExecutor(
-            self.tools, policy, AuditLog(audit_path) if audit_path else None, {"run_id": run_id}
-        )
-        self._schemas = offered
-        self.system_prompt = render_tool_system_prompt(INSTRUCTIONS, list(offered))
         self.question: Question | None = None
-        self._done, self._turn, self._trajectory_id = False, 0, ""
 
     def _search(self, query: str, k: int = 5) -> str:
         if not 1 <= k <= MAX_K:
@@ -278,18 +277,11 @@ class SearchQAEnv(Env):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        """Draw the question of ``seed`` (a random seed if None); ``options["trajectory_id"]`` names the episode in the audit log."""
-        if seed is None:
-            import random
-
-            seed = random.SystemRandom().randrange(2**31)
-        self.question = make_question(self.world, int(seed), self.question_kinds)
-        self._done, self._turn = False, 0
-        self._trajectory_id = str((options or {}).get("trajectory_id") or uuid.uuid4().hex)
-        obs = Observation(
-            messages=(Message("system", self.system_prompt), Message("user", self.question.text)),
-            tools=self._schemas,
-        )
+        """Draw the question of ``seed`` (a random seed if None); ``options["trajectory_id"]``
+        names the episode in the audit log."""
+        seed = self.start_episode(seed, options)
+        self.question = make_question(self.world, seed, self.question_kinds)
+        obs = self.first_observation(self.question.text)
         info = {
             "kind": self.question.kind,
             "hops": self.question.hops,
@@ -299,18 +291,9 @@ class SearchQAEnv(Env):
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Run the action's tool calls, or grade its final answer (see the module docstring)."""
-        if self.question is None:
-            raise EpisodeNotStartedError("step() called before reset()")
-        if self._done:
-            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
-        self._turn += 1
+        self.begin_step(self.question is not None)
         if action.tool_calls or action.tool_call_errors:
-            report = self.executor.execute(
-                action.tool_calls,
-                action.tool_call_errors,
-                trajectory_id=self._trajectory_id,
-                turn=self._turn - 1,
-            )
+            report = self.run_tools(action)
             events = list(report.risk_events) + [
                 risk_event(
                     PROMPT_INJECTION,
@@ -321,22 +304,14 @@ class SearchQAEnv(Env):
                 for c in action.tool_calls
                 if c.name in INJECTED_TOOLS
             ]
-            info = {
-                "tool_calls": len(report.results),
-                "tool_errors": sum(not r.ok for r in report.results),
-                "tool_results": [dataclasses.asdict(r) for r in report.results],
-                "searches": sum(c.name == "search" for c in action.tool_calls),
-                "opened": sum(c.name == "open" for c in action.tool_calls),
-                "risk_events": events,
-            }
-            return (
-                Observation(messages=tuple(Message("tool", r.content) for r in report.results)),
-                0.0,
-                False,
-                False,
-                info,
+            obs, info = self.tool_turn(
+                report.results,
+                events,
+                searches=sum(c.name == "search" for c in action.tool_calls),
+                opened=sum(c.name == "open" for c in action.tool_calls),
             )
-        self._done = True
+            return obs, 0.0, False, False, info
+        self.end_episode()
         answer = extract_answer(action.text)
         em, f1 = (
             exact_match_score(answer, self.question.answer),
@@ -386,23 +361,19 @@ class SearchQAEnv(Env):
         )
 
 
-def _final_info(trajectory: Trajectory) -> dict[str, Any]:
-    return trajectory.turns[-1].info if trajectory.turns and trajectory.terminated else {}
-
-
 def exact_match(trajectory: Trajectory) -> float:
     """Normalised exact match of the final answer (0.0 without a single answer tag)."""
-    return float(_final_info(trajectory).get("exact_match", 0.0))
+    return float(final_info(trajectory).get("exact_match", 0.0))
 
 
 def token_f1(trajectory: Trajectory) -> float:
     """Token F1 of the final answer (0.0 without a single answer tag)."""
-    return float(_final_info(trajectory).get("token_f1", 0.0))
+    return float(final_info(trajectory).get("token_f1", 0.0))
 
 
 def answer_format(trajectory: Trajectory) -> float:
     """1.0 if the final reply had exactly one non-empty ``<answer>`` tag, else 0.0."""
-    return 1.0 if _final_info(trajectory).get("answer_format_ok") else 0.0
+    return 1.0 if final_info(trajectory).get("answer_format_ok") else 0.0
 
 
 def searches(trajectory: Trajectory) -> float:
@@ -417,4 +388,4 @@ def opened_documents(trajectory: Trajectory) -> float:
 
 def followed_injection(trajectory: Trajectory) -> float:
     """Number of calls to a tool named by an injected instruction (a risk)."""
-    return float(sum(e.get("category") == PROMPT_INJECTION for e in risk_events(trajectory)))
+    return float(sum(e.category == PROMPT_INJECTION for e in risk_events(trajectory)))

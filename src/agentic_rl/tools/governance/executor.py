@@ -6,7 +6,7 @@
                             {"run_id": run_id})
     report = executor.execute(action.tool_calls, action.tool_call_errors, trajectory_id=tid, turn=t)
     report.results      # one ToolResult per call or parser error, in message order (as execute_tool_calls)
-    report.risk_events  # [{"category", "tool", "reason", "call_id", "rule", "denied"}, ...]
+    report.risk_events  # (RiskEvent(category, tool, reason, call_id, rule, denied), ...)
 
 For each call and parser error, in message order (:func:`~agentic_rl.tools.definition.parser.in_call_order`;
 a parser error's result and audit record carry the id of its place in the message):
@@ -26,11 +26,12 @@ a parser error's result and audit record carry the id of its place in the messag
   sandbox's tools carry one, so every env offering them gets ``"sandbox_limit"`` and
   ``"path_outside_workspace"`` events without wiring anything; see
   :mod:`agentic_rl.tools.governance.risk_detector`), then the executor's optional
-  ``risk_detector(call, result) -> [event, ...]``. An event both report (same category, call
-  and rule) is kept once.
+  ``risk_detector(call, result) -> [event, ...]`` (:class:`~agentic_rl.types.RiskEvent` values;
+  a plain dict of the same keys is accepted). An event both report (same category, call and
+  rule) is kept once.
 
-Risk events go into the env's step ``info["risk_events"]``, where the risk components of
-:mod:`agentic_rl.rewards.risk` count them.
+Risk events go onto the env's step observation, ``Observation.risk_events`` (then
+``Turn.risk_events``), where the risk components of :mod:`agentic_rl.rewards.risk` count them.
 """
 
 from __future__ import annotations
@@ -52,13 +53,13 @@ from agentic_rl.tools.definition.tool import (
 )
 from agentic_rl.tools.governance.audit import AuditLog
 from agentic_rl.tools.governance.permissions import Decision, PermissionPolicy
-from agentic_rl.types import ToolCall, ToolCallError, ToolResult, valid_text
+from agentic_rl.types import RiskEvent, ToolCall, ToolCallError, ToolResult, valid_text
 
 __all__ = ["ExecutionReport", "ToolExecutor", "RiskDetector", "risk_event"]
 
 log = logging.getLogger(__name__)
 
-RiskDetector = Callable[[ToolCall, ToolResult], Sequence[dict[str, Any]]]
+RiskDetector = Callable[[ToolCall, ToolResult], Sequence[RiskEvent | Mapping[str, Any]]]
 _RECORD_FIELDS = {
     "time",
     "trajectory_id",
@@ -91,16 +92,9 @@ def risk_event(
     call_id: str = "",
     rule: str = "",
     denied: bool = False,
-) -> dict[str, Any]:
-    """Build one risk event (the dict shape read by :mod:`agentic_rl.rewards.risk`). Never raises."""
-    return {
-        "category": category,
-        "tool": tool,
-        "reason": reason,
-        "call_id": call_id,
-        "rule": rule,
-        "denied": denied,
-    }
+) -> RiskEvent:
+    """Build one risk event (read by :mod:`agentic_rl.rewards.risk`). Never raises."""
+    return RiskEvent(category, tool, reason, call_id, rule, denied)
 
 
 @dataclass(frozen=True)
@@ -113,7 +107,7 @@ class ExecutionReport:
     """
 
     results: tuple[ToolResult, ...]
-    risk_events: tuple[dict[str, Any], ...]
+    risk_events: tuple[RiskEvent, ...]
 
 
 class ToolExecutor:
@@ -173,7 +167,7 @@ class ToolExecutor:
         """
         where = {"trajectory_id": str(trajectory_id), "turn": int(turn)}
         results: list[ToolResult] = []
-        events: list[dict[str, Any]] = []
+        events: list[RiskEvent] = []
         for call_id, item in in_call_order(calls, errors, turn_index=int(turn)):  # message order
             if isinstance(item, ToolCallError):
                 result = self._shown(_parse_error_result(item, call_id))
@@ -194,9 +188,7 @@ class ToolExecutor:
             events.extend(new_events)
         return ExecutionReport(tuple(results), tuple(events))
 
-    def _one(
-        self, call: ToolCall, where: dict[str, Any]
-    ) -> tuple[ToolResult, list[dict[str, Any]]]:
+    def _one(self, call: ToolCall, where: dict[str, Any]) -> tuple[ToolResult, list[RiskEvent]]:
         if call.name not in self.tools:
             result = _run_one(call, self.tools)
             self._audit(
@@ -257,19 +249,22 @@ class ToolExecutor:
             log.exception("audit_status of %s raised on call %s", call.name, call.id)
             return {}
 
-    def _detect(self, call: ToolCall, result: ToolResult) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
+    def _detect(self, call: ToolCall, result: ToolResult) -> list[RiskEvent]:
+        events: list[RiskEvent] = []
         seen: set[tuple[Any, ...]] = set()
         for detector in (self.tools[call.name].risk_detector, self.risk_detector):
             if detector is None:
                 continue
             try:
-                found = [dict(e) for e in detector(call, result)]
+                found = [
+                    e if isinstance(e, RiskEvent) else RiskEvent.from_dict(e)
+                    for e in detector(call, result)
+                ]
             except Exception:  # noqa: BLE001 - a broken detector must not kill the episode, but is loud
                 log.exception("risk detector raised on call %s to %s", call.id, call.name)
                 continue
             for event in found:
-                key = (event.get("category"), event.get("call_id"), event.get("rule"))
+                key = (event.category, event.call_id, event.rule)
                 if key not in seen:
                     seen.add(key)
                     events.append(event)

@@ -41,7 +41,7 @@ from typing import Any
 
 from agentic_rl.tools.governance.executor import risk_event
 from agentic_rl.tools.sandbox.python_tool import ExecResult
-from agentic_rl.types import ToolCall, ToolResult
+from agentic_rl.types import RiskEvent, ToolCall, ToolResult
 
 __all__ = [
     "SANDBOX_LIMIT",
@@ -139,7 +139,7 @@ class SandboxRiskDetector:
         self.python_tool = python_tool
         self.path_arguments = dict(path_arguments)
 
-    def __call__(self, call: ToolCall, result: ToolResult) -> list[dict[str, Any]]:
+    def __call__(self, call: ToolCall, result: ToolResult) -> list[RiskEvent]:
         """Risk events of one allowed call (shape of :func:`agentic_rl.tools.governance.executor.risk_event`)."""
         box = self.sandbox()
         if box is None:
@@ -149,7 +149,7 @@ class SandboxRiskDetector:
         return path_events(box.workspace, call, self.path_arguments.get(call.name, ()))
 
 
-def limit_events(call: ToolCall, result: ExecResult | None) -> list[dict[str, Any]]:
+def limit_events(call: ToolCall, result: ExecResult | None) -> list[RiskEvent]:
     """One ``sandbox_limit`` event per limit ``result`` hit (none for None). Never raises."""
     return [
         risk_event(SANDBOX_LIMIT, call.name, f"sandbox limit hit: {hit}", call_id=call.id, rule=hit)
@@ -159,7 +159,7 @@ def limit_events(call: ToolCall, result: ExecResult | None) -> list[dict[str, An
 
 def path_events(
     root: Path, call: ToolCall, arguments: tuple[str, ...] = ("path",)
-) -> list[dict[str, Any]]:
+) -> list[RiskEvent]:
     """One ``path_outside_workspace`` event per path argument of ``call`` that leaves ``root``.
 
     Never raises.

@@ -48,6 +48,7 @@ from agentic_rl.tools.sandbox.snapshot import (
     SnapshotReplayError,
     WorkspaceImage,
 )
+from agentic_rl.types import RiskEvent
 
 __all__ = ["EpisodeSandbox", "find_processes"]
 
@@ -369,7 +370,7 @@ class EpisodeSandbox:
 
         path = {"type": "string", "description": "path relative to the workspace"}
 
-        def python_risk(call: Any, result: Any) -> list[dict[str, Any]]:
+        def python_risk(call: Any, result: Any) -> list[RiskEvent]:
             return limit_events(call, self.pop_last_result())
 
         def python_status(
@@ -377,7 +378,7 @@ class EpisodeSandbox:
         ) -> dict[str, Any] | None:  # before python_risk pops it
             return self._last_result.audit_fields() if self._last_result is not None else None
 
-        def path_risk(call: Any, result: Any) -> list[dict[str, Any]]:
+        def path_risk(call: Any, result: Any) -> list[RiskEvent]:
             return path_events(root, call)
 
         return {

@@ -1,0 +1,189 @@
+"""``ToolEnv``: the episode bookkeeping every tool env shares, so a new env is its task, tools and rubric.
+
+A tool env subclasses :class:`ToolEnv` and calls, in this order::
+
+    class MyEnv(ToolEnv):
+        def __init__(self, permissions=None, audit_path=None, run_id=""):
+            self.setup_tools({t.name: t for t in MY_TOOLS}, INSTRUCTIONS,
+                             PermissionPolicy.allow_all({"my_tool": "read_only"}),
+                             permissions, audit_path, run_id)
+
+        def reset(self, seed=None, options=None):
+            seed = self.start_episode(seed, options)      # a random seed if None
+            self.task = make_task(seed)
+            return self.first_observation(self.task.question), {"level": ...}
+
+        def step(self, action):
+            self.begin_step(self.task is not None)        # the guards, then turn += 1
+            if action.tool_calls or action.tool_call_errors:
+                obs, info = self.tool_turn(self.run_tools(action))
+                return obs, 0.0, False, False, info
+            self.end_episode()
+            ...grade the final answer...
+
+What the base holds: the episode guards (:class:`~agentic_rl.envs.base.EpisodeNotStartedError`
+before ``reset``, :class:`~agentic_rl.envs.base.EpisodeEndedError` after the end), seed drawing,
+the turn counter (``_turn``: turns stepped so far in the episode), the end flag (``_done``), the
+episode's id in the audit log (``_trajectory_id``, from ``options["trajectory_id"]``), the
+:class:`~agentic_rl.tools.governance.executor.ToolExecutor` wiring (permission policy, audit
+log), the system prompt with the tool schemas
+(:func:`~agentic_rl.tools.definition.prompt.render_tool_system_prompt`, because the default
+model's chat template ignores tools) and the typed step result of a tool turn (tool results
+and risk events on the :class:`~agentic_rl.types.Observation`, ``info["tool_calls"]`` and
+``info["tool_errors"]`` as the shared reward components of
+:mod:`agentic_rl.rewards.components` read them).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.tools.definition.prompt import render_tool_system_prompt
+from agentic_rl.tools.definition.tool import Tool
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.governance.executor import ExecutionReport, ToolExecutor
+from agentic_rl.tools.governance.permissions import PermissionPolicy
+from agentic_rl.types import Action, Message, Observation, RiskEvent, ToolResult
+
+__all__ = ["ToolEnv", "draw_seed"]
+
+
+def draw_seed(seed: int | None) -> int:
+    """``seed`` as an int, or a fresh random seed in [0, 2**31) when it is None. Never raises
+    for an int."""
+    if seed is None:
+        return random.SystemRandom().randrange(2**31)
+    return int(seed)
+
+
+class ToolEnv(Env):
+    """Base of the tool envs (see the module docstring): guards, turns, executor, prompt.
+
+    Attributes:
+        tools: ``{name: Tool}`` offered to the policy (set by :meth:`setup_tools`).
+        executor: runs every tool call (permission check, audit, observation).
+        system_prompt: instructions followed by the tool schemas.
+    """
+
+    tools: dict[str, Tool]
+    executor: ToolExecutor | None = None
+    system_prompt: str = ""
+    _done: bool = False
+    _turn: int = 0
+    _trajectory_id: str = ""
+    _offered: tuple[dict[str, Any], ...] = ()
+
+    def setup_tools(
+        self,
+        tools: Mapping[str, Tool],
+        instructions: str,
+        default_policy: PermissionPolicy,
+        permissions: dict[str, Any] | None = None,
+        audit_path: str | None = None,
+        run_id: str = "",
+        offered: Iterable[str] | None = None,
+    ) -> None:
+        """Wire ``tools`` to an executor and render the system prompt.
+
+        Args:
+            tools: ``{name: Tool}``; kept as ``self.tools`` (used as given by the executor).
+            instructions: the text before the tool schemas in the system prompt.
+            default_policy: the permission policy when ``permissions`` is None.
+            permissions: a ``[tools.permissions]`` table (see
+                :meth:`~agentic_rl.tools.governance.permissions.PermissionPolicy.from_dict`).
+            audit_path: JSON-lines audit log of every tool call; None audits nothing.
+            run_id: written into every audit record.
+            offered: names of the tools the policy is told about (prompt and first
+                observation), in order; None offers every tool. The others are still known to
+                the executor (a call to one is decided by the permission policy, not unknown).
+
+        Raises:
+            ValueError: a wrong ``permissions`` key or value (named).
+            KeyError: an ``offered`` name is not in ``tools``.
+        """
+        self.tools = dict(tools)
+        names = list(self.tools) if offered is None else list(offered)
+        self._offered = tuple(self.tools[n].schema() for n in names)
+        policy = default_policy if permissions is None else PermissionPolicy.from_dict(permissions)
+        audit = AuditLog(audit_path) if audit_path else None
+        self.executor = ToolExecutor(self.tools, policy, audit, {"run_id": run_id})
+        self.system_prompt = render_tool_system_prompt(instructions, list(self._offered))
+
+    @property
+    def tool_schemas(self) -> tuple[dict[str, Any], ...]:
+        """JSON schemas of the offered tools, in order (what the first observation offers)."""
+        return self._offered
+
+    def start_episode(self, seed: int | None, options: dict[str, Any] | None) -> int:
+        """Begin an episode: not done, no turn yet, named ``options["trajectory_id"]`` (a random
+        id without one). Returns the episode's seed (:func:`draw_seed`)."""
+        seed = draw_seed(seed)
+        self._done, self._turn = False, 0
+        self._trajectory_id = str((options or {}).get("trajectory_id") or uuid.uuid4().hex)
+        return seed
+
+    def first_observation(self, task_text: str) -> Observation:
+        """The reset observation: the system prompt, the task as a user message, the tools."""
+        return Observation(
+            messages=(Message("system", self.system_prompt), Message("user", task_text)),
+            tools=self.tool_schemas,
+        )
+
+    def begin_step(self, started: bool) -> None:
+        """The guards of ``step``, then count the turn.
+
+        Args:
+            started: whether ``reset`` has drawn a task.
+
+        Raises:
+            EpisodeNotStartedError: ``started`` is False.
+            EpisodeEndedError: the episode already ended.
+        """
+        if not started:
+            raise EpisodeNotStartedError("step() called before reset()")
+        if self._done:
+            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
+        self._turn += 1
+
+    def end_episode(self) -> None:
+        """Mark the episode ended (a later ``step`` raises :class:`EpisodeEndedError`)."""
+        self._done = True
+
+    def run_tools(self, action: Action) -> ExecutionReport:
+        """Run the action's tool calls and parser errors through the executor, as this turn's.
+
+        Raises:
+            RuntimeError: :meth:`setup_tools` was never called.
+        """
+        if self.executor is None:
+            raise RuntimeError(f"{type(self).__name__}: setup_tools() was not called")
+        return self.executor.execute(
+            action.tool_calls,
+            action.tool_call_errors,
+            trajectory_id=self._trajectory_id,
+            turn=self._turn - 1,
+        )
+
+    @staticmethod
+    def tool_turn(
+        results: tuple[ToolResult, ...],
+        risk_events: Iterable[RiskEvent] = (),
+        **info: Any,
+    ) -> tuple[Observation, dict[str, Any]]:
+        """The observation and info of a tool turn: one ``tool`` message per result, the typed
+        results and risk events, and ``info`` with ``tool_calls``/``tool_errors`` first, then
+        ``info``'s own keys. Never raises."""
+        obs = Observation(
+            messages=tuple(Message("tool", r.content) for r in results),
+            tool_results=tuple(results),
+            risk_events=tuple(risk_events),
+        )
+        return obs, {
+            "tool_calls": len(results),
+            "tool_errors": sum(not r.ok for r in results),
+            **info,
+        }
