@@ -89,7 +89,7 @@ def anchor_keys(trajectory: Trajectory) -> list[Hashable]:
             break
         initial.append((m.role, m.content))
     keys: list[Hashable] = []
-    for k, turn in enumerate(trajectory.turns):
+    for k in range(len(trajectory.turns)):
         if k == 0:
             keys.append(("initial", tuple(initial)))
         else:
