@@ -61,7 +61,8 @@ def test_eval_report_by_hand():
         "wall_seconds": 1.5,
     }
     assert r["turns_mean"] == 2.0 and r["stop_reasons"] == {"terminated": 3, "max_turns": 1}
-    assert r["risk_incidents"] == {"events": 0, "episodes": 0} and r["failed"] == 0
+    # each build_trajectory's first turn holds one RiskEvent (a denied call): 4 events, 4 episodes
+    assert r["risk_incidents"] == {"events": 4, "episodes": 4} and r["failed"] == 0
     with pytest.raises(ValueError, match="pass@3 needs >= 3 samples"):
         eval_report(trajs, k=3)
     with pytest.raises(ValueError):
