@@ -12,6 +12,7 @@ A case that fails prints its seed: ``_case_text(random.Random(seed))`` rebuilds 
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import time
@@ -250,9 +251,17 @@ def _json_encodable(value: Any) -> bool:
 
 
 def _timed(fn, *args, **kwargs):
-    start = time.process_time()
-    out = fn(*args, **kwargs)
-    return out, time.process_time() - start
+    """(result, CPU seconds) of one call, with the cyclic GC paused: in the full suite a gen-2
+    collection over the process's objects once put 1.03 s on a 0.02 s case."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = time.process_time()
+        out = fn(*args, **kwargs)
+        return out, time.process_time() - start
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def test_fuzz_parser():
