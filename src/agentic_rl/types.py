@@ -308,6 +308,38 @@ class Turn:
     process_reward: float | None = None
     context_reset: bool = False
 
+    @classmethod
+    def from_step(
+        cls,
+        index: int,
+        action: Action,
+        observation: Observation,
+        reward: float,
+        info: dict[str, Any],
+        token_ids: tuple[int, ...] = (),
+        loss_mask: tuple[int, ...] = (),
+        logprobs: tuple[float, ...] = (),
+    ) -> Turn:
+        """The turn of one ``env.step``: the step's typed data (tool results, risk and memory
+        events, process reward, context reset) copied from its ``observation``, which is kept
+        only when it has messages. ``info`` is copied; the token spans default to empty (a
+        text-only turn)."""
+        return cls(
+            index,
+            action,
+            observation if observation.messages else None,
+            float(reward),
+            observation.tool_results,
+            token_ids,
+            loss_mask,
+            logprobs,
+            dict(info),
+            risk_events=observation.risk_events,
+            memory_events=observation.memory_events,
+            process_reward=observation.process_reward,
+            context_reset=observation.context_reset,
+        )
+
     @property
     def num_generated_tokens(self) -> int:
         """Number of tokens sampled by the policy in this turn."""

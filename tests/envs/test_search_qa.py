@@ -35,21 +35,7 @@ def _play(env: SearchQAEnv, seed: int, replies: list[str] | None = None) -> Traj
         reply = env.oracle_reply() if replies is None else replies[len(turns)]
         o, r, terminated, _trunc, step_info = env.step(_action(reply, len(turns)))
         messages += [Message("assistant", reply), *o.messages]
-        turns.append(
-            Turn(
-                len(turns),
-                _action(reply),
-                o,
-                r,
-                o.tool_results,
-                (),
-                (),
-                (),
-                step_info,
-                risk_events=o.risk_events,
-                process_reward=o.process_reward,
-            )
-        )  # as the rollout engine builds a turn from the step's typed observation
+        turns.append(Turn.from_step(len(turns), _action(reply), o, r, step_info))
     return Trajectory(
         "search-qa-v0",
         seed,

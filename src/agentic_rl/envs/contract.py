@@ -190,21 +190,7 @@ def play_oracle(
         messages.append(Message("assistant", text))
         messages.extend(step_obs.messages)
         turns.append(
-            Turn(
-                index,
-                Action(text, calls, errors),
-                step_obs if step_obs.messages else None,
-                float(reward),
-                step_obs.tool_results,
-                (),
-                (),
-                (),
-                dict(step_info),
-                risk_events=step_obs.risk_events,
-                memory_events=step_obs.memory_events,
-                process_reward=step_obs.process_reward,
-                context_reset=step_obs.context_reset,
-            )
+            Turn.from_step(index, Action(text, calls, errors), step_obs, reward, step_info)
         )
         if terminated or truncated:
             stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED

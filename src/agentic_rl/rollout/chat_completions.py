@@ -211,23 +211,7 @@ def _chat_turn(ep: _ChatEpisode, turn: int, response: Any) -> bool:
         ep.messages.append(m)
         if m.role == "tool" and call_ids:
             ep.ids_of[len(ep.messages) - 1] = [call_ids.pop(0)]
-    ep.turns.append(
-        Turn(
-            turn,
-            action,
-            obs if obs.messages else None,
-            float(reward),
-            obs.tool_results,
-            (),
-            (),
-            (),
-            dict(step_info),
-            risk_events=obs.risk_events,
-            memory_events=obs.memory_events,
-            process_reward=obs.process_reward,
-            context_reset=obs.context_reset,
-        )
-    )
+    ep.turns.append(Turn.from_step(turn, action, obs, reward, step_info))
     if terminated or truncated:
         ep.stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED
         return False

@@ -337,20 +337,15 @@ def _step(
             ep.stop = StopReason.MAX_TURNS
     # the turn's span: context fed since the previous turn, then this turn's sampled tokens
     ep.turns.append(
-        Turn(
-            index=index,
-            action=action,
-            observation=obs if obs.messages else None,
-            reward=float(reward),
-            tool_results=obs.tool_results,
+        Turn.from_step(
+            index,
+            action,
+            obs,
+            reward,
+            info,
             token_ids=tuple(ep.ids[ep.span_start :]),
             loss_mask=tuple(ep.mask[ep.span_start :]),
             logprobs=tuple(ep.logprobs[ep.span_start :]),
-            info=dict(info),
-            risk_events=obs.risk_events,
-            memory_events=obs.memory_events,
-            process_reward=obs.process_reward,
-            context_reset=obs.context_reset,
         )
     )
     ep.span_start = len(ep.ids)
