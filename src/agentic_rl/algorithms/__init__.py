@@ -7,7 +7,8 @@ maps the names users type in configs (``loss.kl_estimator``) to functions; the a
 Modules: ``advantages`` (GRPO, Dr. GRPO, RLOO: one number per trajectory), ``returns``
 (discounted returns, GAE(λ), REINFORCE++ over tokens or turns), ``turn_credit`` (GiGPO,
 turn-level process credit), ``trajectory_steps`` (per-turn rewards, anchors, token ↔ turn map
-read off a Trajectory), ``losses`` (PPO clip, value loss, KL k1/k2/k3, entropy, aggregation).
+read off a Trajectory), ``losses`` (PPO clip, value loss, KL k1/k2/k3, entropy, aggregation),
+``mismatch`` (sampler/trainer mismatch: truncated and masked importance sampling, mismatch KL).
 """
 
 from agentic_rl.algorithms.advantages import (
@@ -33,6 +34,7 @@ from agentic_rl.algorithms.losses import (
     token_loss_weights,
     value_loss,
 )
+from agentic_rl.algorithms.mismatch import masked_is, mismatch_kl, truncated_is_weights
 from agentic_rl.algorithms.returns import (
     discounted_returns,
     gae_advantages,
@@ -62,13 +64,16 @@ __all__ = [
     "kl_k1",
     "kl_k2",
     "kl_k3",
+    "masked_is",
     "masked_mean",
     "masked_whiten",
+    "mismatch_kl",
     "ppo_clip_loss",
     "reinforce_pp_advantages",
     "rloo_advantages",
     "token_logprobs_from_logits",
     "token_loss_weights",
+    "truncated_is_weights",
     "turn_process_advantages",
     "turns_to_tokens",
     "value_loss",

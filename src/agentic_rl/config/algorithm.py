@@ -104,6 +104,14 @@ class LossConfig:
             ``agentic_rl.algorithms.token_loss_weights`` for the bias of each).
         loss_norm_constant: C of ``seq-mean-token-sum``; 0 = the generation budget
             ``rollout.max_turns × rollout.max_new_tokens``.
+        tis_cap: sampler/trainer mismatch correction by truncated importance sampling: each
+            token's loss × min(π_old/μ, tis_cap), π_old the trainer's own logprobs (one no-grad
+            forward per RL step), μ the sampler's (Yao et al. 2025). 0 = off, else > 1 (e.g. 2).
+        mis_low, mis_high: masked importance sampling (IcePop): tokens (or sequences) whose
+            π_old/μ lies outside [mis_low, mis_high] drop out of the loss. Both 0 = off; with one
+            set, 0 for the other means no bound on that side; mis_low <= 1 <= mis_high.
+        mis_level: ``token`` (per-token ratio) or ``sequence`` (the sequence's geometric-mean
+            ratio decides for all its tokens). See :mod:`agentic_rl.trainer.mismatch_correction`.
     """
 
     clip_eps_low: float = 0.2
@@ -114,11 +122,19 @@ class LossConfig:
     kl_mode: str = one_of("loss", "loss", "reward")
     loss_agg: str = one_of("token-mean", "token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
     loss_norm_constant: float = non_negative(0.0)
+    tis_cap: float = non_negative(0.0)
+    mis_low: float = unit_interval(0.0)
+    mis_high: float = non_negative(0.0)
+    mis_level: str = one_of("token", "token", "sequence")
 
     def __post_init__(self) -> None:
         check_rules(self, "loss")
         if self.dual_clip != 0.0 and not self.dual_clip > 1.0:
             raise ValueError(f"loss.dual_clip must be 0 (off) or > 1, got {self.dual_clip}")
+        if self.tis_cap != 0.0 and not self.tis_cap > 1.0:
+            raise ValueError(f"loss.tis_cap must be 0 (off) or > 1, got {self.tis_cap}")
+        if self.mis_high != 0.0 and not self.mis_high >= 1.0:
+            raise ValueError(f"loss.mis_high must be 0 (off) or >= 1, got {self.mis_high}")
 
 
 @dataclass(frozen=True)

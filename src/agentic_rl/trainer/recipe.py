@@ -20,8 +20,6 @@ checkpoint with the same optimizer, RNG and step.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import logging
 import random
 import time
@@ -36,7 +34,6 @@ from agentic_rl.errors import ConfigError
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
 from agentic_rl.trainer.checkpoint import latest_checkpoint
-from agentic_rl.trainer.credit import assign_credit, turn_means
 from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
 from agentic_rl.trainer.optim import make_optimizer
 from agentic_rl.trainer.outputs import export_model, write_summary
@@ -47,7 +44,6 @@ from agentic_rl.trainer.rollouts import sample_step, sampling_metrics
 from agentic_rl.trainer.run import (
     Run,
     env_kwargs,
-    loss_settings,
     make_critic,
     make_task_pool,
     permission_kwargs,
@@ -59,7 +55,8 @@ from agentic_rl.trainer.run import (
 from agentic_rl.trainer.run_checkpoint import resume_run, save_run_checkpoint
 from agentic_rl.trainer.run_dir import new_run_dir
 from agentic_rl.trainer.scale import check_scale, launched_world_size, scale_out
-from agentic_rl.trainer.update import policy_gradient_update, sft_update
+from agentic_rl.trainer.step_update import credit_and_update
+from agentic_rl.trainer.update import sft_update
 from agentic_rl.trajectories import trajectory_to_record
 from agentic_rl.types import Trajectory
 
@@ -199,115 +196,6 @@ def warmup(run: Run, progress: Progress) -> None:
             )
             progress("warmup", step, total, f"loss {stats['train/loss']:.3f}")
     run.timings["warmup_seconds"] = time.perf_counter() - started
-
-
-def _minibatch_split(trajs: list[Trajectory], keep: list[int], parts: int) -> list[list[int]]:
-    """``keep`` cut into at most ``parts`` minibatches of whole groups (in order, near-equal group counts)."""
-    groups = list(dict.fromkeys(trajs[i].group_id for i in keep))
-    parts = max(1, min(parts, len(groups)))
-    bounds = [round(k * len(groups) / parts) for k in range(parts + 1)]
-    out = []
-    for a, b in zip(bounds, bounds[1:]):
-        members = set(groups[a:b])
-        out.append([i for i in keep if trajs[i].group_id in members])
-    return [m for m in out if m]
-
-
-def _mean_stats(rows: list[dict[str, float]]) -> dict[str, float]:
-    """Per key, the mean over the optimizer steps of one RL step (``train/tokens`` summed)."""
-    out: dict[str, float] = {}
-    for key in dict.fromkeys(k for r in rows for k in r):
-        values = [r[key] for r in rows if key in r]
-        out[key] = sum(values) if key == "train/tokens" else sum(values) / len(values)
-    return out
-
-
-def credit_and_update(
-    run: Run, optimizer: torch.optim.Optimizer, ref_model: Any, valid: list[Trajectory]
-) -> tuple[dict[str, float], dict[int, dict[str, Any]]]:
-    """Credit assignment (``algorithm.name``) and the policy update on a step's valid trajectories.
-
-    The update is ``ppo_epochs`` passes over ``minibatches`` minibatches of whole groups, one
-    optimizer step each; advantages are assigned once, over the whole batch. Later epochs reuse
-    the first pass's advantages (and the critic's values as V_old).
-
-    Returns:
-        the update's metrics (means over its optimizer steps), and per trajectory (keyed by
-        ``id``) the record fields of the credit view: ``advantage`` (the trajectory-level
-        advantage, None where the method has none) and ``advantages = {"turn": [...], "token":
-        [...]}`` (token list aligned with ``token_ids``, the advantages the loss used; 0 on
-        untrained tokens).
-    """
-    cfg, ranks, critic = run.config, run.ranks, run.critic
-    credit = assign_credit(valid, cfg.algorithm)
-    # with a critic every trajectory trains (its advantages come from the update's GAE)
-    keep = [
-        i for i in range(len(valid)) if critic is not None or _trains(credit.advantages[i], cfg)
-    ]
-    # under torchrun every rank joins each update (a rank with nothing to train adds zero gradient)
-    kept = ranks.sum([len(keep)])[0]
-    split = functools.partial(_minibatch_split, valid, keep)
-    minibatches = ranks.minibatches(split, keep, cfg.optim.minibatches)
-    settings = loss_settings(run.config)
-    # a KL reward penalty is already inside the first epoch's advantages
-    later = settings if cfg.loss.kl_mode == "loss" else dataclasses.replace(settings, kl_coef=0.0)
-    used: dict[int, list[float]] = {}
-    values: dict[int, list[float]] = {}
-    rows: list[dict[str, float]] = []
-    for epoch in range(cfg.optim.ppo_epochs if kept else 0):
-        first = epoch == 0
-        for mb in minibatches:
-            # later epochs: the first pass's advantages; a critic computes its own on the first
-            advantages = [list(used[i]) for i in mb] if not first else None
-            step_critic = None
-            if critic is not None:  # fresh GAE on the first pass, V_old on later ones
-                rewards = [credit.token_rewards[i] for i in mb]
-                step_critic = critic.setup(rewards, None if first else [values[i] for i in mb])
-            elif first:
-                advantages = [credit.advantages[i] for i in mb]
-            result = ranks.update(
-                policy_gradient_update,
-                run.model,
-                optimizer,
-                [valid[i] for i in mb],
-                advantages,
-                settings if first else later,
-                critic=step_critic,
-                ref_model=ref_model,
-            )
-            rows.append(result.metrics)
-            if first:
-                used.update(zip(mb, result.advantages))
-                values.update(zip(mb, result.values or []))
-    stats: dict[str, float] = {"train/trajectories": float(kept), **_mean_stats(rows)}
-    if rows:
-        stats["train/optimizer_steps"] = float(len(rows))
-    return stats, _credit_view(valid, credit, used, cfg.loss.kl_mode)
-
-
-def _trains(advantage: Any, cfg: TrainConfig) -> bool:
-    """Whether a critic-free trajectory joins the update: all do with ``kl_coef > 0`` or with
-    ``skip_zero_advantage`` off; otherwise only those with a nonzero advantage somewhere."""
-    if not cfg.optim.skip_zero_advantage or cfg.loss.kl_coef > 0:
-        return True
-    if isinstance(advantage, float):
-        return advantage != 0.0
-    return any(x != 0.0 for x in advantage)
-
-
-def _credit_view(
-    valid: list[Trajectory], credit: Any, used: dict[int, list[float]], kl_mode: str
-) -> dict[int, dict[str, Any]]:
-    """Per trajectory (keyed by ``id``) the ``advantage`` and ``advantages`` record fields."""
-    view = {}
-    for i, t in enumerate(valid):
-        tokens = used.get(i, [0.0] * len(t.token_ids))
-        turn = credit.turn[i] if credit.turn[i] and kl_mode == "loss" else turn_means(t, tokens)
-        view[id(t)] = {
-            "advantage": credit.outcome[i],
-            "advantages": {"turn": turn, "token": tokens},
-        }
-    return view
 
 
 def _reward_shares(trajectories: list[Trajectory], weights) -> dict[str, float]:

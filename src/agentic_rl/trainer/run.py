@@ -259,4 +259,8 @@ def loss_settings(config: TrainConfig) -> LossSettings:
         loss_agg=loss.loss_agg,
         loss_norm_constant=loss.loss_norm_constant or rollout.max_turns * rollout.max_new_tokens,
         gamma=config.algorithm.gamma,
+        tis_cap=loss.tis_cap,
+        mis_low=loss.mis_low,
+        mis_high=loss.mis_high,
+        mis_level=loss.mis_level,
     )

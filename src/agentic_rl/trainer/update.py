@@ -12,7 +12,10 @@ al. 2024, arXiv:2402.03300)::
         + β · k(π_θ, π_ref)   (kl_mode "loss")            ρ = exp(logp − old_logp)
 
 ``old_logp`` is the logprob recorded at sampling (the behaviour policy), so ρ corrects any
-mismatch between the sampler and the trainer; ``train/logprob_diff`` logs that mismatch.
+mismatch between the sampler and the trainer; ``train/logprob_diff`` logs that mismatch. With
+the mismatch correction on (``tis_cap``, ``mis_low``/``mis_high``), ``old_logp`` is instead the
+trainer's own π_old and each token's loss is weighted by min(π_old/μ, C) and/or masked
+(:mod:`agentic_rl.trainer.mismatch_correction`).
 A trajectory whose context was rebuilt during the rollout (several ``segment_starts``) is scored
 one segment per sequence (:mod:`agentic_rl.trainer.scoring`), so ρ compares each token under the
 prefix it was sampled from; the trajectory's advantage applies to every segment's sampled tokens.
@@ -56,6 +59,7 @@ from agentic_rl.trainer.batching import (
 )
 from agentic_rl.trainer.critic import CriticSetup, capture_head_inputs, critic_advantages
 from agentic_rl.trainer.guards import check_finite
+from agentic_rl.trainer.mismatch_correction import correction_terms, step_correction
 from agentic_rl.trainer.scoring import PackedBatch, pack, score
 from agentic_rl.types import Trajectory
 
@@ -91,6 +95,10 @@ class LossSettings:
             ``seq-mean-token-sum`` with constant C, None = its default), see
             :func:`~agentic_rl.algorithms.token_loss_weights`.
         gamma: discount of the KL reward penalty's return (``kl_mode = "reward"``).
+        tis_cap: C of truncated importance sampling min(π_old/μ, C) (0 = off).
+        mis_low, mis_high: masked importance sampling's kept range of π_old/μ (0 and 0 = off;
+            0 for one bound = no bound on that side). mis_level: ``token`` or ``sequence``.
+            (:mod:`agentic_rl.trainer.mismatch_correction`.)
     """
 
     micro_batch_size: int = 8
@@ -106,6 +114,10 @@ class LossSettings:
     loss_agg: str = "token-mean"
     loss_norm_constant: float | None = None
     gamma: float = 1.0
+    tis_cap: float = 0.0
+    mis_low: float = 0.0
+    mis_high: float = 0.0
+    mis_level: str = "token"
 
 
 @dataclass(frozen=True)
@@ -190,7 +202,8 @@ def sft_update(
     }
 
 
-def _check_inputs(trajectories, advantages, critic, kl_coef, kl_mode, ref_model) -> None:
+def _check_inputs(trajectories, advantages, critic, kl_coef, kl_mode, ref_model) -> Tensor:
+    """Raise ValueError on inconsistent inputs; return the trained tokens per trajectory [B]."""
     if kl_mode not in ("loss", "reward"):
         raise ValueError(f"kl_mode must be 'loss' or 'reward', got {kl_mode!r}")
     if kl_coef > 0 and ref_model is None:
@@ -217,6 +230,10 @@ def _check_inputs(trajectories, advantages, critic, kl_coef, kl_mode, ref_model)
                 f"trajectory {t.trajectory_id}: {len(a)} token advantages/rewards for "
                 f"{len(t.token_ids)} tokens"
             )
+    counts = torch.tensor([max(sum(t.loss_mask[1:]), 0) for t in trajectories])
+    if int(counts.sum()) == 0:
+        raise ValueError("policy_gradient_update: no trained tokens")
+    return counts
 
 
 _SUMS = (
@@ -242,6 +259,7 @@ def policy_gradient_update(
     *,
     critic: CriticSetup | None = None,
     ref_model=None,
+    old_logprobs: Sequence[Sequence[float]] | None = None,
 ) -> UpdateResult:
     """One PPO-clip step on ``trajectories`` (one ``optimizer.step()``, and the critic's).
 
@@ -254,6 +272,7 @@ def policy_gradient_update(
         settings: the loss, KL and micro-batching settings (:class:`LossSettings`).
         critic: PPO's value head and token rewards; advantages then come from GAE in this pass.
         ref_model: the reference policy of the KL term (needed when ``settings.kl_coef > 0``).
+        old_logprobs: π_old per trajectory (token-aligned) with the mismatch correction on.
 
     Returns:
         an :class:`UpdateResult`; metrics ``train/loss``, ``train/kl`` (mean per token of the
@@ -262,20 +281,17 @@ def policy_gradient_update(
         ``train/advantage_mean``, ``train/grad_norm``, ``train/tokens``, ``train/rows_trained``
         (distinct rows read, :func:`deduplicate`); with a reference ``train/kl_clamped_fraction``
         (tokens whose k3 log-ratio hit ``KL_LOG_RATIO_CLAMP``); with a critic ``train/value_loss``,
-        ``train/value_clip_fraction``, ``train/explained_variance``, ``train/value_mean``.
+        ``train/value_clip_fraction``, ``train/explained_variance``, ``train/value_mean``; with
+        the mismatch correction those of :func:`~agentic_rl.trainer.mismatch_correction.step_correction`.
 
     Raises:
         ValueError: lengths differ, no trained token, ``kl_coef > 0`` without ``ref_model``,
             bad ``kl_mode``/``loss_agg``, or neither advantages nor critic.
     """
     s = settings
-    _check_inputs(trajectories, advantages, critic, s.kl_coef, s.kl_mode, ref_model)
-    counts = torch.tensor([max(sum(t.loss_mask[1:]), 0) for t in trajectories])
+    counts = _check_inputs(trajectories, advantages, critic, s.kl_coef, s.kl_mode, ref_model)
     total = int(counts.sum())
-    if total == 0:
-        raise ValueError("policy_gradient_update: no trained tokens")
     seq_weights = token_loss_weights(counts, s.loss_agg, norm_constant=s.loss_norm_constant)
-    model.train()
     sums = {**dict.fromkeys(_SUMS, 0.0), "loss": 0.0, "advantage": 0.0}
     values = [[0.0] * len(t.token_ids) for t in trajectories] if critic is not None else None
     # exact copies are trained once with their summed loss weight (a critic reads per-row values: off then)
@@ -283,6 +299,8 @@ def policy_gradient_update(
         trajectories, advantages, seq_weights, enabled=critic is None
     )
     used = [[0.0] * len(t.token_ids) for t in rows]
+    row_old, mismatch = step_correction(model, trajectories, rows, owner, old_logprobs, s)
+    model.train()
     device = _device(model)
     weights = seq_weights.to(device), multiplicity.to(device)
     for idx in micro_batches(
@@ -293,7 +311,7 @@ def policy_gradient_update(
         if batch.num_tokens == 0:
             continue
         adv, vals, mb_sums = _micro_step(
-            model, batch, mb, idx, row_advantages, s, critic, ref_model, weights, total
+            model, batch, mb, idx, row_advantages, s, critic, ref_model, weights, total, row_old
         )
         for k, v in mb_sums.items():
             sums[k] += v
@@ -307,8 +325,8 @@ def policy_gradient_update(
     metrics = _metrics(sums, total, critic is not None, ref_model is not None)
     if critic is not None:
         _finish_step(critic.head, critic.optimizer, critic.max_grad_norm)
-    metrics |= {"train/grad_norm": grad_norm, "train/tokens": float(total)}
-    metrics["train/rows_trained"] = float(len(rows))
+    metrics |= {"train/grad_norm": grad_norm, "train/tokens": float(total), **mismatch}
+    metrics |= {"train/rows_trained": float(len(rows))}
     per_input = [list(used[j if owner is None else owner[j]]) for j in range(len(trajectories))]
     return UpdateResult(metrics, per_input, values)
 
@@ -324,9 +342,11 @@ def _micro_step(
     ref_model,
     row_weights: tuple[Tensor, Tensor],
     total: int,
+    row_old: Sequence[Sequence[float]] | None = None,
 ) -> tuple[Tensor, Tensor | None, dict[str, float]]:
     """Forward, loss and backward of one micro-batch (rows ``idx``). ``row_weights`` =
-    (sequence loss weights [R], copies per row [R]); ``total``: the step's trained tokens.
+    (sequence loss weights [R], copies per row [R]); ``total``: the step's trained tokens;
+    ``row_old``: π_old per row with the mismatch correction on (else None: ratio against μ).
 
     Returns:
         the advantages [N] its loss used, the critic's values [N] (None without a critic), and
@@ -352,23 +372,25 @@ def _micro_step(
     rows = torch.as_tensor(idx, device=logprobs.device)
     weights = row_weights[0][rows][batch.rows]
     copies = row_weights[1][rows][batch.rows].float()
+    old, pg_factor, keep = correction_terms(row_old, idx, batch, s)
     loss, _ = ppo_clip_loss(
         logprobs,
-        batch.old_logprobs,
+        old,
         adv.to(logprobs.device),
-        weights,
+        weights if pg_factor is None else weights * pg_factor.to(weights.dtype),
         clip_eps_low=s.clip_eps_low,
         clip_eps_high=s.clip_eps_high,
         normalizer=1.0,
         dual_clip=s.dual_clip,
     )
     if s.kl_mode == "loss" and s.kl_coef > 0:
-        loss = loss + s.kl_coef * (kl * weights).sum()
+        kept = weights if keep is None else weights * keep.to(weights.dtype)
+        loss = loss + s.kl_coef * (kl * kept).sum()
     (loss if vloss is None else loss + vloss).backward()
     sums["loss"] = loss.item()
     sums |= _token_sums(
         logprobs,
-        batch.old_logprobs,
+        old,
         adv,
         kl,
         entropy,
@@ -376,6 +398,9 @@ def _micro_step(
         s.clip_eps_low,
         s.clip_eps_high,
     )
+    if row_old is not None:  # logprob_diff stays |trainer − sampler|
+        diff = (logprobs.detach() - batch.old_logprobs).abs()
+        sums["logprob_diff"] = float((diff * copies).sum())
     if ref_model is not None and s.kl_estimator == "k3":
         hit = (ref_logprobs.float() - logprobs.detach().float()).abs() > KL_LOG_RATIO_CLAMP
         sums["kl_clamped"] = float((hit.float() * copies).sum())
