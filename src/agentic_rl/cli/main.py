@@ -171,7 +171,12 @@ def _cmd_train(args) -> int:
         raise AgenticRLError(
             "--resume continues a run with its own config.toml; --env cannot be combined with it"
         )
-    sets = sets + scale_overrides(args)
+    sets = sets + scale_overrides(args) + backend_overrides(args)
+    if resume is not None and (args.rollout_backend is not None or args.base_url is not None):
+        raise AgenticRLError(
+            "--resume continues a run with its own config.toml ([rollout] included); "
+            "--rollout-backend/--base-url cannot be combined with it"
+        )
     if resume is not None and (args.num_env_workers is not None or args.ray_address is not None):
         raise AgenticRLError(
             "--resume continues a run with its own config.toml ([scale] included); "
@@ -202,6 +207,16 @@ def scale_overrides(args) -> list[str]:
         out.append(f"scale.num_env_workers={args.num_env_workers}")
     if args.ray_address is not None:
         out.append(f"scale.ray_address={json.dumps(args.ray_address)}")
+    return out
+
+
+def backend_overrides(args) -> list[str]:
+    """``--set`` items of ``train --rollout-backend B --base-url URL`` (``[rollout]`` keys)."""
+    out = []
+    if args.rollout_backend is not None:
+        out.append(f"rollout.backend={json.dumps(args.rollout_backend)}")
+    if args.base_url is not None:
+        out.append(f"rollout.base_url={json.dumps(args.base_url)}")
     return out
 
 
@@ -334,6 +349,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         help="Ray cluster of the env workers: auto, host:port or "
         "ray://host:port (scale.ray_address; default: a private local Ray)",
+    )
+    p.add_argument(
+        "--rollout-backend",
+        choices=("local", "vllm", "openai"),
+        help="what samples the RL rollouts (rollout.backend): local (in-process, default), "
+        "vllm (a vLLM server started here, weights synced each step) or openai (--base-url)",
+    )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="OpenAI-compatible server of --rollout-backend openai, e.g. "
+        "http://127.0.0.1:8000/v1 (rollout.base_url; it must return token ids)",
     )
     p.set_defaults(fn=_cmd_train)
     p = sub.add_parser("eval", help="greedy evaluation of a model on the held-out tasks")

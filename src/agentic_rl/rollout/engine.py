@@ -68,6 +68,9 @@ from agentic_rl.types import Action, Message, Observation, StopReason, Trajector
 
 log = logging.getLogger(__name__)
 
+#: values of ``[rollout] backend`` (built by :func:`agentic_rl.trainer.backends.make_backend`)
+ROLLOUT_BACKENDS = ("local", "vllm", "openai")
+
 
 @dataclass(frozen=True)
 class RolloutConfig:
@@ -85,6 +88,14 @@ class RolloutConfig:
             elided by the :class:`~agentic_rl.rollout.context.ContextBuilder` into a new segment
             (a segment is then at most ``context_max_tokens + max_new_tokens`` long). 0 = off:
             the context only grows (within ``max_total_tokens``).
+        backend: what samples the RL rollouts (the trainer builds it,
+            :mod:`agentic_rl.trainer.backends`): ``local`` (the in-process sampler of
+            ``model.sampler``), ``vllm`` (a vLLM server the trainer starts, weights synced after
+            every RL step) or ``openai`` (any OpenAI-compatible server at ``base_url`` that
+            returns token ids; its weights are not synced). Evaluation always samples locally.
+        base_url: the server of ``backend = "openai"`` (e.g. ``http://127.0.0.1:8000/v1``).
+        api_key_env: name of the environment variable holding the server's API key (empty: no
+            key); the key itself never goes into a config file.
     """
 
     max_turns: int = 3
@@ -92,6 +103,9 @@ class RolloutConfig:
     max_total_tokens: int = 1024
     temperature: float = 1.0
     context_max_tokens: int = 0
+    backend: str = "local"
+    base_url: str = ""
+    api_key_env: str = ""
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.max_new_tokens < 1 or self.max_total_tokens < 2:
@@ -101,6 +115,21 @@ class RolloutConfig:
         if self.context_max_tokens < 0:
             raise ValueError(
                 f"context_max_tokens must be >= 0 (0 = off), got {self.context_max_tokens}"
+            )
+        if self.backend not in ROLLOUT_BACKENDS:
+            raise ValueError(
+                f"key 'rollout.backend' must be one of {', '.join(ROLLOUT_BACKENDS)}, "
+                f"got {self.backend!r}"
+            )
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError(
+                "key 'rollout.base_url' must be set when rollout.backend = 'openai' "
+                "(e.g. --base-url http://127.0.0.1:8000/v1)"
+            )
+        if self.backend != "openai" and self.base_url:
+            raise ValueError(
+                f"key 'rollout.base_url' is read only by rollout.backend = 'openai', not "
+                f"{self.backend!r} (an existing vLLM server: backend 'openai' with its URL)"
             )
 
 

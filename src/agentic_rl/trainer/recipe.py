@@ -57,6 +57,7 @@ from agentic_rl.trainer.run_dir import new_run_dir
 from agentic_rl.trainer.scale import check_scale, launched_world_size, scale_out
 from agentic_rl.trainer.step_update import credit_and_update
 from agentic_rl.trainer.update import sft_update
+from agentic_rl.trainer.weight_sync import staleness
 from agentic_rl.trajectories import trajectory_to_record
 from agentic_rl.types import Trajectory
 
@@ -231,6 +232,7 @@ def rl_step(
     t_rollout = time.perf_counter() - t0
     valid = [t for t in batch.train if not t.failed]
     stats, credit_view = credit_and_update(run, optimizer, ref_model, valid)  # credit + update
+    sync_s = run.backend.sync(run.model, step + 1)  # the new weights to the rollout sampler
     elapsed = time.perf_counter() - t0
     kwargs = replay_kwargs(run)
     records = [
@@ -241,7 +243,6 @@ def rl_step(
             phase="rl",
             step=step + 1,
             rl_step=step + 1,
-            policy_version=step,
             **credit_view.get(id(t), {"advantage": None}),
         )
         for t in batch.all
@@ -261,7 +262,9 @@ def rl_step(
             **stats,
             "perf/step_time_s": elapsed,
             "perf/rollout_time_s": t_rollout,
-            "perf/update_time_s": elapsed - t_rollout,
+            "perf/update_time_s": elapsed - t_rollout - sync_s,
+            "perf/weight_sync_s": sync_s,
+            **staleness(trajectories, step),  # RL steps the sampler's weights lagged the trainer
             "perf/tokens_per_s": generated / max(t_rollout, 1e-9),
         }
         run.metrics.write(row)
@@ -323,7 +326,10 @@ def train(
                 save_config(config, run_dir / "config.toml")
             run_dir = Ranks(scale.ctx).broadcast_from_main(run_dir)
         run = setup(config, run_dir, scale)
-        _train(run, resume and checkpoint, progress if scale.ctx.is_main else _no_progress)
+        try:
+            _train(run, resume and checkpoint, progress if scale.ctx.is_main else _no_progress)
+        finally:  # a vLLM server stops at the end and on any failure
+            run.backend.close()
     return run_dir
 
 
@@ -352,6 +358,7 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
     # ranks > 0 start RL with the same weights as rank 0 and never read its files
     reference = run.run_dir / "checkpoints" / REFERENCE_FILE if main else None
     ref_model = reference_model(run.model, reference) if config.loss.kl_coef > 0 else None
+    run.backend.sync(run.model, first_step)  # the rollout sampler starts from the RL weights
     rl_started = time.perf_counter()
     done, spent = first_step, 0.0  # spent: seconds of RL steps in this process (evals excluded)
     for step in range(first_step, alg.steps):

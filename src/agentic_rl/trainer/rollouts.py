@@ -34,7 +34,7 @@ def _rollout_round(
     try:
         trajectories = (
             run_episodes(
-                run.policy,
+                run.backend.policy,  # rollout.backend's sampler (local by default)
                 run.chat,
                 envs,
                 seeds,
@@ -47,7 +47,8 @@ def _rollout_round(
             if seeds
             else []
         )
-        run.policy.clear_cache()  # the round's episodes are over: free their KV
+        # the round's episodes are over: free their KV, stamp the policy version, mark failed requests
+        trajectories = run.backend.finish_round(trajectories)
         rubric = envs[0].rubric(cfg.reward) if envs else None
         return [rubric.apply(t) for t in trajectories]
     finally:

@@ -24,13 +24,14 @@ from agentic_rl.policy.base import Policy
 from agentic_rl.policy.chat import ChatFormat
 from agentic_rl.policy.fast import make_policy_from_config
 from agentic_rl.policy.model_loading import load_tokenizer, resolve_model_dir
+from agentic_rl.trainer.backends import RolloutBackend, make_backend
 from agentic_rl.trainer.credit import ALGORITHMS
 from agentic_rl.trainer.critic import Critic
 from agentic_rl.trainer.model_setup import trainable_model
 from agentic_rl.trainer.ranks import Ranks
 from agentic_rl.trainer.run_dir import MetricsLog
 from agentic_rl.trainer.sampling import TaskPool
-from agentic_rl.trainer.scale import NullMetricsLog, ScaleOut, check_scale
+from agentic_rl.trainer.scale import NullMetricsLog, ScaleOut, check_scale, launched_world_size
 from agentic_rl.trainer.tracking import run_metrics_log
 from agentic_rl.trainer.update import LossSettings
 from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore, trajectory_to_record
@@ -66,6 +67,8 @@ class Run:
         critic: PPO's critic (:class:`~agentic_rl.trainer.critic.Critic`); None for critic-free
             methods.
         task_pool: where RL task seeds come from; None for ``task_sampling = "sequential"``.
+        backend: what samples the RL rollouts (``rollout.backend``,
+            :mod:`agentic_rl.trainer.backends`); None = the local ``policy``.
     """
 
     config: TrainConfig
@@ -82,6 +85,11 @@ class Run:
     timings: dict[str, float] = field(default_factory=dict)
     critic: Critic | None = None
     task_pool: TaskPool | None = None
+    backend: RolloutBackend | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend is None:
+            self.backend = RolloutBackend(self.policy)
 
     @property
     def ranks(self) -> Ranks:
@@ -98,7 +106,8 @@ def validate(config: TrainConfig) -> Path:
     Raises:
         UnknownEnvError: ``env.id`` is not registered.
         ConfigError: the env rejects ``env.kwargs`` or ``warmup.env_kwargs``; ``[scale]`` names
-            an unreachable Ray cluster (see :func:`~agentic_rl.trainer.scale.check_scale`).
+            an unreachable Ray cluster (see :func:`~agentic_rl.trainer.scale.check_scale`); a
+            server rollout backend under torchrun.
         ModelNotFoundError: ``model.path`` does not exist.
     """
     base = {**permission_kwargs(config), **config.env.kwargs}
@@ -116,16 +125,24 @@ def validate(config: TrainConfig) -> Path:
             f"known: {', '.join(sorted(ALGORITHMS))}"
         )
     check_scale(config)
+    if config.rollout.backend != "local" and launched_world_size() > 1:
+        raise ConfigError(
+            f"rollout.backend = {config.rollout.backend!r} is not supported under torchrun yet "
+            "(each rank would sample from its own server); use backend 'local'"
+        )
     return resolve_model_dir(config.model.path)
 
 
 def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> Run:
-    """Load the model (LoRA and gradient checkpointing as configured) and open the run's logs
-    (on rank 0 only; under torchrun the other ranks take rank 0's initial weights).
+    """Load the model (LoRA and gradient checkpointing as configured), open the run's logs
+    (on rank 0 only; under torchrun the other ranks take rank 0's initial weights) and build the
+    rollout backend last (a ``vllm`` server starts here; the caller must ``run.backend.close()``).
 
     Raises:
         UnknownEnvError: ``env.id`` is not registered (checked before the model loads).
         ModelNotFoundError: ``model.path`` does not exist.
+        ConfigError, VLLMServerError: the rollout backend cannot be built
+            (:func:`~agentic_rl.trainer.backends.make_backend`).
     """
     model_dir = validate(config)
     if config.model.num_threads:
@@ -146,8 +163,21 @@ def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> 
         lambda: run_metrics_log(run_dir, config.tracking, config=dataclasses.asdict(config))
     )
     trajectories = TrajectoryStore(run_dir / RUN_STORE_DIRNAME) if ranks.is_main else None
+    backend = make_backend(
+        config.rollout, config.model, model_dir, run_dir, policy, chat.eos_token_id
+    )
     return Run(
-        config, run_dir, model, tokenizer, chat, policy, sampler, metrics, trajectories, scale
+        config,
+        run_dir,
+        model,
+        tokenizer,
+        chat,
+        policy,
+        sampler,
+        metrics,
+        trajectories,
+        scale,
+        backend=backend,
     )
 
 

@@ -1,0 +1,217 @@
+"""What samples a run's RL rollouts: the ``[rollout] backend`` (``agentic-rl train
+--rollout-backend local|vllm|openai --base-url URL``).
+
+A :class:`RolloutBackend` is built once in the run's set-up (:func:`make_backend`) and holds
+
+- ``policy``: the :class:`~agentic_rl.policy.base.Policy` the RL rollouts sample from (held-out
+  evaluation always uses the run's local policy, so its figures compare across backends);
+- ``version``: the policy version (RL steps) of the weights ``policy`` samples with; every
+  rollout round's trajectories are stamped with it (``Trajectory.policy_version``,
+  :func:`~agentic_rl.trainer.weight_sync.stamp_policy_version`);
+- :meth:`~RolloutBackend.sync` ``(model, version) -> seconds``: after each RL step's optimizer
+  steps, push the trainer's new weights to the sampler (logged as ``perf/weight_sync_s``);
+- :meth:`~RolloutBackend.close`: release what the backend started (the recipe calls it at the
+  end of the run and on any failure).
+
+The three backends:
+
+``local`` (default)
+    The in-process sampler of ``model.sampler`` (FastPolicy or HFPolicy), which reads the
+    trainer's own parameters: sync does nothing and takes 0 s; the version is always current.
+``openai``
+    :class:`~agentic_rl.policy.openai_compat.OpenAICompatPolicy` against ``rollout.base_url``
+    (any server that returns sampled token ids and logprobs: vLLM, SGLang). The trainer cannot
+    push weights into an arbitrary server, so sync does nothing: the server keeps serving its
+    weights (version 0, the model it was started with), the trajectories record that version,
+    and ``rollout/staleness_mean``/``_max`` grow by one per step. The PPO ratio against the
+    server's recorded logprobs corrects the lag (see the OpenAICompatPolicy docstring); the
+    longer the lag, the more tokens the clip (or ``loss.tis_cap``/``mis_*``) cuts.
+``vllm``
+    A vLLM server (:class:`~agentic_rl.policy.vllm_server.VLLMServer`, in its own virtualenv)
+    that this backend starts on the run's model directory during set-up, waits for before the
+    first RL step, syncs the full weights into after every RL step
+    (:func:`~agentic_rl.policy.vllm_server.sync_full_weights`) and stops in :meth:`close`. Its
+    log is ``RUN_DIR/vllm-server.log``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentic_rl.errors import ConfigError
+from agentic_rl.policy.base import Policy
+from agentic_rl.rollout.engine import RolloutConfig
+from agentic_rl.trainer.weight_sync import stamp_policy_version
+from agentic_rl.types import Trajectory
+
+__all__ = ["OpenAIBackend", "RolloutBackend", "VLLMBackend", "make_backend"]
+
+log = logging.getLogger(__name__)
+
+#: seconds the first sync waits for a started vLLM server to become healthy
+VLLM_READY_TIMEOUT_S = 900.0
+
+
+class RolloutBackend:
+    """The ``local`` backend, and the interface of the others.
+
+    Args:
+        policy: the local sampler (it reads the trainer's parameters).
+
+    Attributes:
+        name: the ``rollout.backend`` value. policy: what the RL rollouts sample from.
+        version: the policy version of the weights ``policy`` samples with.
+    """
+
+    name = "local"
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        self.version = 0
+
+    def sync(self, model: Any, version: int) -> float:
+        """Make ``policy`` sample with ``model``'s weights, now at ``version``; returns seconds.
+
+        The local sampler already reads ``model``'s parameters: nothing to push, 0 s.
+        """
+        self.version = int(version)
+        return 0.0
+
+    def finish_round(self, trajectories: Sequence[Trajectory]) -> list[Trajectory]:
+        """After a round of rollouts: free the sampler's cache and stamp ``version`` on the
+        trajectories (a trajectory that has a version keeps it)."""
+        clear = getattr(self.policy, "clear_cache", None)
+        if clear is not None:
+            clear()
+        return stamp_policy_version(trajectories, self.version)
+
+    def close(self) -> None:
+        """Release what the backend started (nothing for ``local``)."""
+
+
+class OpenAIBackend(RolloutBackend):
+    """``openai``: an OpenAI-compatible server at a URL; weights never synced (see module doc).
+
+    Args:
+        policy: an :class:`~agentic_rl.policy.openai_compat.OpenAICompatPolicy`; its
+            ``policy_version`` is the version of the weights the server holds.
+    """
+
+    name = "openai"
+
+    def __init__(self, policy: Any):
+        super().__init__(policy)
+        self.version = int(policy.policy_version)
+
+    def sync(self, model: Any, version: int) -> float:
+        """Nothing is pushed to an arbitrary server: its version (and the trajectories' lag)
+        stays; 0 s."""
+        return 0.0
+
+    def finish_round(self, trajectories: Sequence[Trajectory]) -> list[Trajectory]:
+        """Mark trajectories whose requests failed as failed (excluded from the update, never a
+        silent zero), forget those failures, and stamp the server's version."""
+        from agentic_rl.policy.openai_compat import mark_failed_requests
+
+        marked = mark_failed_requests(trajectories, self.policy.failures)
+        for t in trajectories:
+            self.policy.failures.pop(t.trajectory_id, None)
+        return stamp_policy_version(marked, self.version)
+
+
+class VLLMBackend(OpenAIBackend):
+    """``vllm``: a vLLM server this backend started; full weights synced after every RL step.
+
+    Args:
+        server: a started :class:`~agentic_rl.policy.vllm_server.VLLMServer` (healthy or not
+            yet: the first :meth:`sync` waits for it).
+        policy: the OpenAICompatPolicy on ``server.base_url``.
+    """
+
+    name = "vllm"
+
+    def __init__(self, server: Any, policy: Any):
+        super().__init__(policy)
+        self.server = server
+        self._ready = False
+
+    def sync(self, model: Any, version: int) -> float:
+        """Wait for the server (first call only), load ``model``'s weights into it and record
+        ``version``; returns the seconds of the weight load.
+
+        Raises:
+            VLLMServerError: the server did not become healthy, or the weight update failed.
+        """
+        from agentic_rl.policy import vllm_server
+
+        if not self._ready:
+            self.server.wait_ready(VLLM_READY_TIMEOUT_S)
+            self._ready = True
+        seconds = float(vllm_server.sync_full_weights(self.server, model, int(version)))
+        self.policy.set_policy_version(int(version))
+        self.version = int(version)
+        return seconds
+
+    def close(self) -> None:
+        """Stop the server (its whole process group; idempotent)."""
+        self.server.stop()
+
+
+def _openai_policy(base_url: str, api_key_env: str, served_model: str, eos_token_id: int, cfg):
+    """An OpenAICompatPolicy on ``base_url`` (``served_model`` empty: the server's first model)."""
+    from agentic_rl.policy.openai_compat import OpenAICompatPolicy, make_client
+
+    api_key = os.environ.get(api_key_env, "") if api_key_env else ""
+    client = make_client(base_url, api_key=api_key or "EMPTY", timeout_s=300.0)
+    if not served_model:
+        models = client.models.list().data
+        if not models:
+            raise ConfigError(f"rollout.base_url: the server at {base_url} serves no model")
+        served_model = models[0].id
+    return OpenAICompatPolicy(client, served_model, eos_token_id, max_concurrency=cfg.max_batch)
+
+
+def make_backend(
+    rollout: RolloutConfig, model_cfg, model_dir: Path, run_dir: Path, local: Policy, eos_id: int
+) -> RolloutBackend:
+    """The run's rollout backend (``rollout.backend``); a ``vllm`` server is started here.
+
+    Args:
+        rollout: ``[rollout]``. model_cfg: ``[model]`` (``max_batch`` = requests in flight).
+        model_dir: the run's resolved HF model directory (what a vLLM server loads).
+        run_dir: the run directory (the vLLM server's log goes there).
+        local: the run's local sampler. eos_id: the end-of-turn token id.
+
+    Raises:
+        ConfigError: an unknown backend, ``openai`` without ``rollout.base_url``, a server that
+            serves no model, or ``api_key_env`` naming an unset variable.
+        VLLMServerError: no vLLM virtualenv is found, or the server does not start.
+        ImportError: the ``openai`` client is missing (extra ``openai``).
+    """
+    if rollout.api_key_env and rollout.api_key_env not in os.environ:
+        raise ConfigError(
+            f"rollout.api_key_env: environment variable {rollout.api_key_env!r} is not set"
+        )
+    if rollout.backend == "local":
+        return RolloutBackend(local)
+    if rollout.backend == "openai":
+        if not rollout.base_url:
+            raise ConfigError("rollout.base_url must be set when rollout.backend = 'openai'")
+        return OpenAIBackend(
+            _openai_policy(rollout.base_url, rollout.api_key_env, "", eos_id, model_cfg)
+        )
+    if rollout.backend == "vllm":
+        from agentic_rl.policy.vllm_server import VLLMServer
+
+        server = VLLMServer(model_dir, log_path=run_dir / "vllm-server.log").start()
+        try:
+            policy = _openai_policy(server.base_url, "", server.model_name, eos_id, model_cfg)
+        except BaseException:
+            server.stop()
+            raise
+        return VLLMBackend(server, policy)
+    raise ConfigError(f"rollout.backend: unknown backend {rollout.backend!r}")
