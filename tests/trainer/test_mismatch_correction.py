@@ -182,3 +182,27 @@ def test_tiny_training_run_with_the_correction_logs_its_metrics(tiny_model_dir, 
         # the float32 sampler scores as the trainer does: a tiny mismatch, nothing masked
         assert r["train/mismatch_kl"] < 1e-3 and r["train/mis_masked_fraction"] == 0.0
         assert math.isfinite(r["train/loss"])
+
+
+def test_pi_old_is_scored_once_per_rl_step(model, tmp_path):
+    """Two minibatches (two optimizer steps) in one RL step: the second one's ratio is against
+    the π_old scored before the first step, so it moves away from 1 (scored per optimizer step
+    it would be exactly 1 in both)."""
+    from agentic_rl.config import TrainConfig
+    from agentic_rl.config.algorithm import LossConfig, OptimConfig
+    from agentic_rl.trainer.recipe import Run, credit_and_update
+
+    base = _trajs(model, [0.0, 0.0, 0.0, 0.0])
+    trajs = [
+        dataclasses.replace(t, group_id=f"g{k // 2}", reward=float(k % 2))
+        for k, t in enumerate(base)
+    ]
+    config = TrainConfig(
+        loss=LossConfig(tis_cap=2.0),
+        optim=OptimConfig(micro_batch_size=2, minibatches=2, skip_zero_advantage=False),
+    )
+    run = Run(config, tmp_path, model, None, None, None, None, None, None)
+    stats, _ = credit_and_update(run, torch.optim.SGD(model.parameters(), lr=1.0), None, trajs)
+    assert stats["train/optimizer_steps"] == 2.0
+    assert abs(stats["train/ratio_mean"] - 1.0) > 1e-4, stats
+    assert stats["train/mismatch_kl"] == pytest.approx(0.0, abs=1e-6)

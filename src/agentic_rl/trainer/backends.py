@@ -146,12 +146,10 @@ class VLLMBackend(OpenAIBackend):
         Raises:
             VLLMServerError: the server did not become healthy, or the weight update failed.
         """
-        from agentic_rl.policy import vllm_server
-
         if not self._ready:
             self.server.wait_ready(VLLM_READY_TIMEOUT_S)
             self._ready = True
-        seconds = float(vllm_server.sync_full_weights(self.server, model, int(version)))
+        seconds = float(_sync_full_weights()(self.server, model, int(version)))
         self.policy.set_policy_version(int(version))
         self.version = int(version)
         return seconds
@@ -159,6 +157,26 @@ class VLLMBackend(OpenAIBackend):
     def close(self) -> None:
         """Stop the server (its whole process group; idempotent)."""
         self.server.stop()
+
+
+def _sync_full_weights():
+    """vLLM's full-weight sync function (``policy.vllm_server.sync_full_weights``, or the same
+    name in ``policy.vllm_sync``), imported on first use.
+
+    Raises:
+        VLLMServerError: neither module provides it.
+    """
+    from agentic_rl.policy import vllm_server
+
+    fn = getattr(vllm_server, "sync_full_weights", None)
+    if fn is None:
+        try:
+            from agentic_rl.policy.vllm_sync import sync_full_weights as fn
+        except ImportError as exc:
+            raise vllm_server.VLLMServerError(
+                "no vLLM weight sync available (agentic_rl.policy.vllm_server.sync_full_weights)"
+            ) from exc
+    return fn
 
 
 def _openai_policy(base_url: str, api_key_env: str, served_model: str, eos_token_id: int, cfg):

@@ -56,7 +56,7 @@ def credit_and_update(
     The update is ``ppo_epochs`` passes over ``minibatches`` minibatches of whole groups, one
     optimizer step each; advantages are assigned once, over the whole batch. Later epochs reuse
     the first pass's advantages (and the critic's values as V_old). With the mismatch correction
-    on, one no-grad forward first scores π_old of every valid trajectory.
+    on, one no-grad forward first scores π_old of every kept trajectory.
 
     Returns:
         the update's metrics (means over its optimizer steps), and per trajectory (keyed by
@@ -79,7 +79,9 @@ def credit_and_update(
     # a KL reward penalty is already inside the first epoch's advantages
     later = settings if cfg.loss.kl_mode == "loss" else dataclasses.replace(settings, kl_coef=0.0)
     # π_old, the trainer before this step's first optimizer step (mismatch correction only)
-    old = old_policy_logprobs(run.model, valid, settings) if correction_on(settings) else None
+    old = None
+    if correction_on(settings) and keep:
+        old = dict(zip(keep, old_policy_logprobs(run.model, [valid[i] for i in keep], settings)))
     used: dict[int, list[float]] = {}
     values: dict[int, list[float]] = {}
     rows: list[dict[str, float]] = []
