@@ -193,3 +193,17 @@ def test_the_backend_is_closed_when_the_run_fails(tiny_model_dir, tmp_path, monk
     with pytest.raises(RuntimeError, match="rollout failed"):
         recipe.train(load_config(None, _tiny(tiny_model_dir, tmp_path, steps=1)))
     assert closed == [True]
+
+
+def test_unreachable_openai_server_is_a_config_error(tmp_path):
+    pytest.importorskip("openai", reason="the optional extra 'openai' is not installed")
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = load_config(
+        None, ["rollout.backend='openai'", f"rollout.base_url='http://127.0.0.1:{port}/v1'"]
+    )
+    with pytest.raises(ConfigError, match="rollout.base_url: cannot list the models"):
+        make_backend(cfg.rollout, cfg.model, tmp_path, tmp_path, None, 0)

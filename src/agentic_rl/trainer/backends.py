@@ -186,7 +186,12 @@ def _openai_policy(base_url: str, api_key_env: str, served_model: str, eos_token
     api_key = os.environ.get(api_key_env, "") if api_key_env else ""
     client = make_client(base_url, api_key=api_key or "EMPTY", timeout_s=300.0)
     if not served_model:
-        models = client.models.list().data
+        try:
+            models = client.models.list().data
+        except Exception as exc:  # noqa: BLE001 - any client error: the URL is unusable
+            raise ConfigError(
+                f"rollout.base_url: cannot list the models of {base_url}: {type(exc).__name__}: {exc}"
+            ) from exc
         if not models:
             raise ConfigError(f"rollout.base_url: the server at {base_url} serves no model")
         served_model = models[0].id
@@ -206,7 +211,7 @@ def make_backend(
 
     Raises:
         ConfigError: an unknown backend, ``openai`` without ``rollout.base_url``, a server that
-            serves no model, or ``api_key_env`` naming an unset variable.
+            cannot be reached or serves no model, or ``api_key_env`` naming an unset variable.
         VLLMServerError: no vLLM virtualenv is found, or the server does not start.
         ImportError: the ``openai`` client is missing (extra ``openai``).
     """
