@@ -8,10 +8,12 @@ Read top to bottom, it is the whole data flow of DESIGN.md::
 Phases: (1) greedy evaluation of the base model on held-out seeds; (2) warm-up: supervised
 fine-tuning on the env oracle's demonstrations, rendered through the same token-in/token-out
 path (loss only on the assistant's tokens); evaluation; checkpoint; (3) RL: each step samples
-``tasks_per_step`` tasks × ``group_size`` rollouts from the same seed, scores them, assigns
+``tasks_per_step`` tasks × ``group_size`` rollouts from the same seed (sampled by
+``rollout.backend``, :mod:`agentic_rl.trainer.backends`), scores them, assigns
 credit with ``algorithm.name`` (group-relative by default; see :mod:`agentic_rl.trainer.credit`
-for GiGPO, turn-level credit, REINFORCE++ and PPO with a value head) and takes one PPO-clip step
-against the logprobs recorded at sampling; the per-turn and per-token advantages go into each
+for GiGPO, turn-level credit, REINFORCE++ and PPO with a value head) and takes PPO-clip steps
+against the logprobs recorded at sampling (:mod:`agentic_rl.trainer.step_update`), then syncs
+the new weights to the rollout sampler; the per-turn and per-token advantages go into each
 stored RL record as ``record["advantages"] = {"turn": [...], "token": [...]}``; periodic
 evaluation and checkpoints; (4) final evaluation, the final model as a HF
 directory, ``summary.json`` and ``report.html``. ``resume`` continues from the newest
