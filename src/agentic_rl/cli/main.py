@@ -314,6 +314,22 @@ def _cmd_audit(args) -> int:
     return 0
 
 
+def _add_backend_arguments(p: argparse.ArgumentParser) -> None:
+    """``train --rollout-backend B --base-url URL`` (``[rollout] backend``, ``base_url``)."""
+    p.add_argument(
+        "--rollout-backend",
+        choices=("local", "vllm", "openai"),
+        help="what samples the RL rollouts (rollout.backend): local (in-process, default), "
+        "vllm (a vLLM server started here, weights synced each step) or openai (--base-url)",
+    )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="OpenAI-compatible server of --rollout-backend openai, e.g. "
+        "http://127.0.0.1:8000/v1 (rollout.base_url; it must return token ids)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``agentic-rl`` argument parser."""
     parser = argparse.ArgumentParser(
@@ -350,18 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="Ray cluster of the env workers: auto, host:port or "
         "ray://host:port (scale.ray_address; default: a private local Ray)",
     )
-    p.add_argument(
-        "--rollout-backend",
-        choices=("local", "vllm", "openai"),
-        help="what samples the RL rollouts (rollout.backend): local (in-process, default), "
-        "vllm (a vLLM server started here, weights synced each step) or openai (--base-url)",
-    )
-    p.add_argument(
-        "--base-url",
-        metavar="URL",
-        help="OpenAI-compatible server of --rollout-backend openai, e.g. "
-        "http://127.0.0.1:8000/v1 (rollout.base_url; it must return token ids)",
-    )
+    _add_backend_arguments(p)
     p.set_defaults(fn=_cmd_train)
     p = sub.add_parser("eval", help="greedy evaluation of a model on the held-out tasks")
     p.add_argument("--config")

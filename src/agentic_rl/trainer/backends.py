@@ -30,8 +30,8 @@ The three backends:
     A vLLM server (:class:`~agentic_rl.policy.vllm_server.VLLMServer`, in its own virtualenv)
     that this backend starts on the run's model directory during set-up, waits for before the
     first RL step, syncs the full weights into after every RL step
-    (:func:`~agentic_rl.policy.vllm_server.sync_full_weights`) and stops in :meth:`close`. Its
-    log is ``RUN_DIR/vllm-server.log``.
+    (``agentic_rl.policy.vllm_sync.sync_full_weights``; a LoRA run hot-loads its adapter
+    instead) and stops in :meth:`close`. Its log is ``RUN_DIR/vllm-server.log``.
 """
 
 from __future__ import annotations
@@ -124,20 +124,28 @@ class OpenAIBackend(RolloutBackend):
 
 
 class VLLMBackend(OpenAIBackend):
-    """``vllm``: a vLLM server this backend started; full weights synced after every RL step.
+    """``vllm``: a vLLM server this backend started; weights synced after every RL step.
+
+    Full weights are reloaded in place (``policy.vllm_sync.sync_full_weights``); for a LoRA run
+    (``lora_dir`` set, server started with ``enable_lora``) the adapter of each version is
+    written to ``lora_dir/v{version}`` and hot-loaded (``sync_lora_adapter``), the previous one
+    unloaded and deleted, and requests name the new adapter as their model.
 
     Args:
         server: a started :class:`~agentic_rl.policy.vllm_server.VLLMServer` (healthy or not
             yet: the first :meth:`sync` waits for it).
         policy: the OpenAICompatPolicy on ``server.base_url``.
+        lora_dir: where a LoRA run's adapters are written; None for full weights.
     """
 
     name = "vllm"
 
-    def __init__(self, server: Any, policy: Any):
+    def __init__(self, server: Any, policy: Any, lora_dir: Path | None = None):
         super().__init__(policy)
         self.server = server
+        self.lora_dir = lora_dir
         self._ready = False
+        self._loaded: int | None = None  # the LoRA version the server holds
 
     def sync(self, model: Any, version: int) -> float:
         """Wait for the server (first call only), load ``model``'s weights into it and record
@@ -149,10 +157,31 @@ class VLLMBackend(OpenAIBackend):
         if not self._ready:
             self.server.wait_ready(VLLM_READY_TIMEOUT_S)
             self._ready = True
-        seconds = float(_sync_full_weights()(self.server, model, int(version)))
+        if self.lora_dir is None:
+            seconds = float(_sync_full_weights()(self.server, model, int(version)))
+        else:
+            seconds = self._sync_adapter(model, int(version))
         self.policy.set_policy_version(int(version))
         self.version = int(version)
         return seconds
+
+    def _sync_adapter(self, model: Any, version: int) -> float:
+        """Write and hot-load the LoRA adapter of ``version``; seconds of write + load."""
+        import shutil
+        import time
+
+        from agentic_rl.policy.vllm_sync import lora_model_name, sync_lora_adapter
+
+        started = time.perf_counter()
+        path = self.lora_dir / f"v{version}"
+        model.save_pretrained(path)  # a peft model writes its adapter only
+        previous = self._loaded if self._loaded != version else None
+        sync_lora_adapter(self.server, path, version, unload_previous=previous)
+        if previous is not None:
+            shutil.rmtree(self.lora_dir / f"v{previous}", ignore_errors=True)
+        self._loaded = version
+        self.policy.model = lora_model_name(version)
+        return time.perf_counter() - started
 
     def close(self) -> None:
         """Stop the server (its whole process group; idempotent)."""
@@ -230,11 +259,16 @@ def make_backend(
     if rollout.backend == "vllm":
         from agentic_rl.policy.vllm_server import VLLMServer
 
-        server = VLLMServer(model_dir, log_path=run_dir / "vllm-server.log").start()
+        server = VLLMServer(
+            model_dir,
+            log_path=run_dir / "vllm-server.log",
+            enable_lora=model_cfg.lora,
+            max_lora_rank=model_cfg.lora_rank,
+        ).start()
         try:
             policy = _openai_policy(server.base_url, "", server.model_name, eos_id, model_cfg)
         except BaseException:
             server.stop()
             raise
-        return VLLMBackend(server, policy)
+        return VLLMBackend(server, policy, run_dir / "vllm-lora" if model_cfg.lora else None)
     raise ConfigError(f"rollout.backend: unknown backend {rollout.backend!r}")
