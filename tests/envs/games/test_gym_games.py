@@ -101,6 +101,21 @@ def test_hole_ends_the_game_lost():
     assert "you lost" in obs.messages[0].content
 
 
+def test_neighbour_line_names_the_cells_each_move_leads_to():
+    # Gymnasium's fixed 4x4 map: SFFF / FHFH / FFFH / HFFG
+    env = make("frozenlake-v0", map_name="4x4", describe_neighbours=True)
+    obs, _ = env.reset(seed=0)
+    text = obs.messages[-1].content
+    assert text.startswith("PFFF\nFHFH\nFFFH\nHFFG\nYou are at row 0, column 0.")
+    assert text.endswith("Moves: left edge, down F (ice), right F (ice), up edge.")
+    obs, *_ = env.step(Action("<action>right</action>"))  # now at row 0, column 1: a hole below
+    assert (
+        "Moves: left S (start), down H (hole), right F (ice), up edge." in obs.messages[-1].content
+    )
+    plain, _ = make("frozenlake-v0", map_name="4x4").reset(seed=0)
+    assert "Moves:" not in plain.messages[-1].content  # off by default: frozenlake-v0 unchanged
+
+
 def _trajectory(infos: list[dict], rewards: list[float], tokens_per_turn: int = 2) -> Trajectory:
     turns = tuple(
         Turn(

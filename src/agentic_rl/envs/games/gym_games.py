@@ -75,6 +75,30 @@ def describe_frozenlake(env: Any, obs: Any) -> str:
     return "\n".join(rows) + f"\nYou are at row {row}, column {col}."
 
 
+_CELL_NAMES = {"S": "start", "F": "ice", "H": "hole", "G": "goal"}
+
+
+def describe_frozenlake_neighbours(env: Any, obs: Any) -> str:
+    """:func:`describe_frozenlake` plus one line naming the cell each move leads to.
+
+    E.g. ``"Moves: left edge, down H (hole), right F (ice), up edge."``: the map and position
+    stay, and the four cells next to the agent are read off it for the policy (a move into the
+    edge leaves the agent where it is). The line names cells, never which move is good.
+    """
+    ncol = env.ncol
+    row, col = divmod(int(obs), ncol)
+    parts = []
+    for name, (dr, dc) in zip(FROZENLAKE_ACTIONS, ((0, -1), (1, 0), (0, 1), (-1, 0))):
+        r, c = row + dr, col + dc
+        if not (0 <= r < env.nrow and 0 <= c < ncol):
+            parts.append(f"{name} edge")
+            continue
+        cell = env.desc[r][c]
+        cell = cell.decode() if isinstance(cell, bytes) else str(cell)
+        parts.append(f"{name} {cell} ({_CELL_NAMES.get(cell, cell)})")
+    return describe_frozenlake(env, obs) + "\nMoves: " + ", ".join(parts) + "."
+
+
 class FrozenLakeTextEnv(GymTextEnv):
     """FrozenLake as text (module docstring).
 
@@ -83,6 +107,8 @@ class FrozenLakeTextEnv(GymTextEnv):
         size: side of the random map drawn per seed.
         map_name: ``"4x4"`` or ``"8x8"`` for Gymnasium's fixed maps instead of a random one.
         max_steps: horizon in turns.
+        describe_neighbours: add a line naming the cell each move leads to
+            (:func:`describe_frozenlake_neighbours`); off: the map and position only.
 
     Raises:
         ValueError: ``size`` < 2 or ``max_steps`` < 1.
@@ -102,10 +128,12 @@ class FrozenLakeTextEnv(GymTextEnv):
         size: int = 4,
         map_name: str | None = None,
         max_steps: int = 16,
+        describe_neighbours: bool = False,
     ):
         if size < 2:
             raise ValueError(f"size must be >= 2, got {size}")
         self.is_slippery, self.size, self.map_name = bool(is_slippery), int(size), map_name
+        self.describe_neighbours = bool(describe_neighbours)
         goal = FROZENLAKE_GOAL + (
             " The ice is slippery: you may slide to a side instead of moving as chosen."
             if is_slippery
@@ -117,7 +145,7 @@ class FrozenLakeTextEnv(GymTextEnv):
             FROZENLAKE_ACTIONS,
             "FrozenLake",
             goal,
-            describe_frozenlake,
+            describe_frozenlake_neighbours if describe_neighbours else describe_frozenlake,
             max_steps=max_steps,
         )
 
