@@ -129,7 +129,10 @@ class OpenAICompatPolicy:
         policy_version: version of the weights the server holds (see :meth:`set_policy_version`).
         extra_body: fields merged over the server-specific defaults sent with every request
             (``return_tokens_as_token_ids``, ``return_token_ids``, ``skip_special_tokens``,
-            ``top_k=-1``: vLLM's names); e.g. ``{"top_k": 0}`` for a server whose "off" is 0.
+            ``top_k=-1``, ``stop_token_ids=[eos_token_id]``: vLLM's names, checked against
+            vLLM 0.32 in tests/policy/test_vllm_server.py); e.g. ``{"top_k": 0}`` for a server
+            whose "off" is 0. ``stop_token_ids`` makes the server stop on the end-of-turn token
+            even where the model's own EOS is another token; vLLM keeps it in ``token_ids``.
 
     Attributes:
         failures: ``{cache_key: message}`` of requests that failed (see the module docstring).
@@ -155,6 +158,7 @@ class OpenAICompatPolicy:
             "return_token_ids": True,
             "skip_special_tokens": False,
             "top_k": -1,
+            "stop_token_ids": [int(eos_token_id)],
             **(extra_body or {}),
         }
         self.failures: dict[str, str] = {}

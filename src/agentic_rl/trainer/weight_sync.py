@@ -7,20 +7,26 @@ step. Every trajectory records the version of the policy that sampled it in
 viewer and the metrics. With the in-process HF policy it is always 0 (on-policy); with a
 server it is however many steps the server's weights lag behind.
 
-Reload path (no in-place NCCL weight broadcast here). After step v the trainer writes the
-weights with :func:`publish_weights` to ``OUT/v{v}`` (a plain HF directory, or a LoRA adapter
-directory for a peft model) plus ``policy_version.json``; then the server is pointed at it:
+Reload path. After step v the trainer pushes its weights to the inference server:
 
-- vLLM, LoRA: ``POST /v1/load_lora_adapter {"lora_name": "policy-v{v}", "lora_path": OUT/v{v}}``
-  (server started with ``--enable-lora`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``), then
-  sample with ``model="policy-v{v}"``;
-- SGLang, full weights: ``POST /update_weights_from_disk {"model_path": OUT/v{v}}``;
+- vLLM, full weights (tested against a real vLLM CPU server in
+  tests/policy/test_vllm_server.py): :func:`agentic_rl.policy.vllm_sync.sync_full_weights`
+  writes the state dict as safetensors and has the running engine reload it in place
+  (``/collective_rpc reload_weights``, with pause, prefix-cache reset and the engine's own
+  weight version); the server is a :class:`agentic_rl.policy.vllm_server.VLLMServer`;
+- vLLM, LoRA: :func:`agentic_rl.policy.vllm_sync.sync_lora_adapter` hot-loads the adapter
+  that :func:`publish_weights` wrote to ``OUT/v{v}`` (``POST /v1/load_lora_adapter``, server
+  started with ``enable_lora=True``); requests then name ``lora_model_name(v)`` as the model
+  (implemented to vLLM 0.32's API, not yet exercised by a test);
+- vLLM on GPUs: its native NCCL / CUDA-IPC weight transfer (``/init_weight_transfer_engine``,
+  ``/update_weights``) avoids the disk round trip; not usable on CPU, not tested here;
+- SGLang, full weights: ``POST /update_weights_from_disk {"model_path": OUT/v{v}}`` on a
+  directory written by :func:`publish_weights` (documented, not tested here);
 - any server: restart it on ``OUT/v{v}``.
 
 Then call ``OpenAICompatPolicy.set_policy_version(v)``. Trajectories sampled before the reload
 keep their older version; the PPO ratio against the server's logprobs corrects for the lag
-(:mod:`agentic_rl.policy.openai_compat`). These server calls are documented, not tested here
-(no vLLM/SGLang on the test machine); ``publish_weights`` is.
+(:mod:`agentic_rl.policy.openai_compat`).
 """
 
 from __future__ import annotations
