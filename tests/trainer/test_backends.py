@@ -3,9 +3,10 @@ config errors name their key, the local backend's sync/version/stamping, a tiny 
 through the backend (weight-sync time, staleness and policy versions logged and stored), and
 the backend is closed at the end of a run and when it fails.
 
-No test here talks to a server: the only real OpenAI-compatible server in the test suite
-(llama.cpp, tests/policy/test_llama_cpp_server.py) returns no sampled token ids, so a training
-rollout through it fails by design; the vLLM server tests live in tests/policy/test_vllm_server.py.
+No test here talks to a live server (only a closed port): a training run through a real vLLM
+server (whose rollouts go through the same OpenAICompatPolicy as ``openai``) is in
+tests/trainer/test_backend_vllm.py; llama.cpp's server (tests/policy/test_llama_cpp_server.py)
+returns no sampled token ids, so a training rollout through ``openai`` on it fails by design.
 """
 
 from __future__ import annotations
