@@ -50,11 +50,33 @@ def _sync_root(server: VLLMServer) -> Path:
 
 
 def _write_weights(model: Any, path: Path) -> None:
-    """Full float32 weights as safetensors (tied tensors written once), plus config.json."""
+    """Full weights as one safetensors file plus config.json.
+
+    Tied tensors are written under every name (``lm_head.weight`` too, for a model with
+    tied embeddings): vLLM's in-place reload restores the *old* tensors of any layer the
+    checkpoint has no weights for (it logs "ParallelLMHead: Failed to load weights"), which
+    with tied embeddings puts the old embedding back as the output head. Measured: without
+    this the synced engine's logprobs differed from the trainer's by up to 0.99.
+    """
+    from safetensors.torch import save_file
+
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
-    model.save_pretrained(path, safe_serialization=True)
+    tensors, seen = {}, set()
+    for name, tensor in model.state_dict().items():
+        t = tensor.detach().contiguous()
+        if t.data_ptr() in seen:
+            t = t.clone()  # safetensors refuses tensors that share memory
+        seen.add(t.data_ptr())
+        tensors[name] = t
+    config = getattr(model, "config", None)
+    if getattr(config, "tie_word_embeddings", False) and "lm_head.weight" not in tensors:
+        embed = model.get_input_embeddings().weight
+        tensors["lm_head.weight"] = embed.detach().contiguous().clone()
+    save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
+    if config is not None:
+        config.save_pretrained(path)
 
 
 def _prune(root: Path, keep: Path) -> None:
