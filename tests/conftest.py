@@ -19,6 +19,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 
+from tests.tiny_models import save_random_llama  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def model_dir():
@@ -43,25 +45,4 @@ def chat(tokenizer):
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, tokenizer):
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig
-
-    cfg = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        max_position_embeddings=2048,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    out = tmp_path_factory.mktemp("tiny-llama")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return save_random_llama(tokenizer, tmp_path_factory.mktemp("tiny-llama"))

@@ -23,17 +23,12 @@ import pytest
 from agentic_rl.policy.vllm_server import (
     VLLMServer,
     VLLMServerError,
-    find_vllm_python,
     group_members,
     port_in_use,
+    vllm_unavailable_reason,
 )
 
-try:
-    _VLLM_PYTHON = find_vllm_python()
-    _HAS_VLLM = any(_VLLM_PYTHON.parent.parent.glob("lib/python*/site-packages/vllm"))
-    _SKIP = "" if _HAS_VLLM else f"{_VLLM_PYTHON} has no vllm package; run `make install-vllm`"
-except VLLMServerError as exc:
-    _SKIP = str(exc)
+_SKIP = vllm_unavailable_reason()
 
 pytestmark = pytest.mark.skipif(bool(_SKIP), reason=f"vLLM CPU server unavailable: {_SKIP}")
 pytest.importorskip("openai", reason="the optional extra 'openai' is not installed")

@@ -12,14 +12,10 @@ import math
 
 import pytest
 
-from agentic_rl.policy.vllm_server import VLLMServerError, find_vllm_python
+from agentic_rl.policy.vllm_server import vllm_unavailable_reason
+from tests.tiny_models import save_random_llama
 
-try:
-    _VLLM_PYTHON = find_vllm_python()
-    _HAS_VLLM = any(_VLLM_PYTHON.parent.parent.glob("lib/python*/site-packages/vllm"))
-    _SKIP = "" if _HAS_VLLM else f"{_VLLM_PYTHON} has no vllm package; run `make install-vllm`"
-except VLLMServerError as exc:
-    _SKIP = str(exc)
+_SKIP = vllm_unavailable_reason()
 
 pytestmark = [
     pytest.mark.skipif(bool(_SKIP), reason=f"vLLM CPU server unavailable: {_SKIP}"),
@@ -30,28 +26,11 @@ pytest.importorskip("openai", reason="the optional extra 'openai' is not install
 
 @pytest.fixture(scope="module")
 def small_model_dir(tmp_path_factory, tokenizer):
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig
-
-    cfg = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        tie_word_embeddings=True,
-        max_position_embeddings=2048,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    out = tmp_path_factory.mktemp("small-llama")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    # head size 64: the smallest vLLM's CPU attention accepts
+    return save_random_llama(
+        tokenizer, tmp_path_factory.mktemp("small-llama"), hidden_size=128,
+        intermediate_size=256, num_attention_heads=2, num_key_value_heads=1,
+    )  # fmt: skip
 
 
 def test_two_step_training_run_through_a_vllm_server(small_model_dir, tmp_path, monkeypatch):

@@ -83,6 +83,18 @@ def find_vllm_python(python: str | os.PathLike | None = None) -> Path:
     )
 
 
+def vllm_unavailable_reason(python: str | os.PathLike | None = None) -> str:
+    """Why no vLLM server can start here ("" if it can): no vLLM virtualenv
+    (:func:`find_vllm_python`), or one without the ``vllm`` package. Never raises."""
+    try:
+        found = find_vllm_python(python)
+    except VLLMServerError as exc:
+        return str(exc)
+    if any(found.parent.parent.glob("lib/python*/site-packages/vllm")):
+        return ""
+    return f"{found} has no vllm package; run `make install-vllm`"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free on ``host`` now (the OS picks it)."""
     with socket.socket() as s:

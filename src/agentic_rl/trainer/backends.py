@@ -30,7 +30,7 @@ The three backends:
     A vLLM server (:class:`~agentic_rl.policy.vllm_server.VLLMServer`, in its own virtualenv)
     that this backend starts on the run's model directory during set-up, waits for before the
     first RL step, syncs the full weights into after every RL step
-    (``agentic_rl.policy.vllm_sync.sync_full_weights``; a LoRA run hot-loads its adapter
+    (:func:`agentic_rl.policy.vllm_sync.sync_full_weights`; a LoRA run hot-loads its adapter
     instead) and stops in :meth:`close`. Its log is ``RUN_DIR/vllm-server.log``.
 """
 
@@ -158,7 +158,9 @@ class VLLMBackend(OpenAIBackend):
             self.server.wait_ready(VLLM_READY_TIMEOUT_S)
             self._ready = True
         if self.lora_dir is None:
-            seconds = float(_sync_full_weights()(self.server, model, int(version)))
+            from agentic_rl.policy.vllm_sync import sync_full_weights
+
+            seconds = float(sync_full_weights(self.server, model, int(version)))
         else:
             seconds = self._sync_adapter(model, int(version))
         self.policy.set_policy_version(int(version))
@@ -186,26 +188,6 @@ class VLLMBackend(OpenAIBackend):
     def close(self) -> None:
         """Stop the server (its whole process group; idempotent)."""
         self.server.stop()
-
-
-def _sync_full_weights():
-    """vLLM's full-weight sync function (``policy.vllm_server.sync_full_weights``, or the same
-    name in ``policy.vllm_sync``), imported on first use.
-
-    Raises:
-        VLLMServerError: neither module provides it.
-    """
-    from agentic_rl.policy import vllm_server
-
-    fn = getattr(vllm_server, "sync_full_weights", None)
-    if fn is None:
-        try:
-            from agentic_rl.policy.vllm_sync import sync_full_weights as fn
-        except ImportError as exc:
-            raise vllm_server.VLLMServerError(
-                "no vLLM weight sync available (agentic_rl.policy.vllm_server.sync_full_weights)"
-            ) from exc
-    return fn
 
 
 def _openai_policy(base_url: str, api_key_env: str, served_model: str, eos_token_id: int, cfg):
