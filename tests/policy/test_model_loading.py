@@ -65,3 +65,16 @@ def test_tokenizer_has_chatml_and_padding(tokenizer):
 def test_tiny_model_dir_loads(tiny_model_dir):
     assert resolve_model_dir(str(tiny_model_dir)) == tiny_model_dir
     assert load_tokenizer(tiny_model_dir).pad_token_id is not None
+
+
+def test_truncated_safetensors_is_a_model_error(tokenizer, tmp_path):
+    """A checkpoint cut short (a killed copy, a full disk) names the directory, not a Rust trace."""
+    from agentic_rl.policy.model_loading import load_model
+    from tests.tiny_models import save_random_llama
+
+    save_random_llama(tokenizer, tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ModelNotFoundError, match="holds no loadable causal LM") as exc_info:
+        load_model(tmp_path)
+    assert str(tmp_path) in str(exc_info.value)

@@ -167,13 +167,15 @@ def load_model(model_dir: Path, *, device: str = "cpu"):
     """Load a causal LM in float32 from a resolved model directory, in eval mode.
 
     Raises:
-        ModelNotFoundError: the directory holds no loadable model.
+        ModelNotFoundError: the directory holds no loadable model (no weights, an unknown
+            architecture, or a truncated or corrupt ``model.safetensors``).
     """
     import torch
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
 
     try:
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    except (ValueError, OSError, KeyError) as exc:
+    except (ValueError, OSError, KeyError, SafetensorError) as exc:  # SafetensorError: a cut file
         raise ModelNotFoundError(f"{model_dir} holds no loadable causal LM ({exc})") from None
     return model.to(device).eval()
