@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
@@ -128,3 +129,28 @@ def test_duplicate_names_rejected():
 def test_group_names_rejected_as_function_names():
     with pytest.raises(ValueError, match="group names"):
         Rubric([RewardFunction("cost", C, _const(1.0))])
+
+
+def test_apply_batch_calls_prefetch_once_before_scoring():
+    seen: list[int] = []
+    scores: dict[str, float] = {}
+
+    def prefetch(batch):
+        seen.append(len(batch))
+        scores.update({t.trajectory_id: 0.5 for t in batch})
+
+    rubric = Rubric([RewardFunction("b", O, lambda t: scores[t.trajectory_id], prefetch=prefetch)])
+    batch = [_traj(), dataclasses.replace(_traj(), trajectory_id="t2")]
+    out = rubric.apply_batch(batch)
+    assert seen == [2] and [t.reward for t in out] == [0.5, 0.5]
+
+
+def test_apply_batch_prefetch_failure_excludes_the_batch_loudly(caplog):
+    def prefetch(_batch):
+        raise ConnectionError("judge down")
+
+    rubric = Rubric([RewardFunction("b", O, _const(1.0), prefetch=prefetch)])
+    with caplog.at_level(logging.ERROR):
+        out = rubric.apply_batch([_traj(), _traj()])
+    assert all(t.reward is None and "judge down" in t.failure for t in out)
+    assert "2 trajectories excluded" in caplog.text

@@ -49,7 +49,7 @@ def run_evaluation(
         batch = run_episodes(
             policy, chat, envs, chunk, [f"eval-{s}" for s in chunk], config.rollout, greedy=k == 1
         )
-        trajectories.extend(rubric.apply(t) for t in batch)
+        trajectories.extend(rubric.apply_batch(batch))
         for env in envs:
             env.close()
         policy.clear_cache()

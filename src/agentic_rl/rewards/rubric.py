@@ -13,6 +13,11 @@ function with weight 0 is a logged metric that does not change the reward (as in
 
 A reward function that raises or returns a non-finite value marks the trajectory as failed
 (``Trajectory.failure``) and it is excluded from training loudly; it never becomes a silent 0.
+
+Batched components. A function may also have a ``prefetch(trajectories)`` hook that
+:meth:`Rubric.apply_batch` calls once with the whole batch before scoring each trajectory, so an
+expensive component (an LLM judge, :mod:`agentic_rl.rewards.judge`) sends its requests together
+or concurrently and ``fn`` then reads its result.
 """
 
 from __future__ import annotations
@@ -52,12 +57,17 @@ class RewardFunction:
         group: which of the four groups it belongs to.
         fn: ``fn(trajectory) -> float``; cost/risk functions return amounts >= 0.
         weight: w_f in the formula above; 0 makes it a logged-only metric.
+        prefetch: optional ``prefetch(trajectories) -> None`` called once per batch by
+            :meth:`Rubric.apply_batch` before ``fn`` runs on each trajectory (batched judge
+            calls); it records per-trajectory failures for ``fn`` to raise, and raises itself
+            only when the whole batch failed.
     """
 
     name: str
     group: RewardGroup
     fn: Callable[[Trajectory], float]
     weight: float = 1.0
+    prefetch: Callable[[Sequence[Trajectory]], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -139,3 +149,23 @@ class Rubric:
                 trajectory, reward=None, reward_components={}, failure=str(exc)
             )
         return dataclasses.replace(trajectory, reward=total, reward_components=components)
+
+    def apply_batch(self, trajectories: Sequence[Trajectory]) -> list[Trajectory]:
+        """:meth:`apply` on each trajectory, after every function's ``prefetch`` saw the batch.
+
+        A ``prefetch`` that raises excludes the whole batch (``reward=None``, ``failure`` set,
+        an error logged); failures of single trajectories surface from ``fn`` as in :meth:`apply`.
+        """
+        for f in self.functions:
+            if f.prefetch is None:
+                continue
+            try:
+                f.prefetch(trajectories)
+            except Exception as exc:  # noqa: BLE001 - the whole batch is excluded, loudly
+                why = f"reward function {f.name!r} failed on the batch: {type(exc).__name__}: {exc}"
+                log.error("%d trajectories excluded: %s", len(trajectories), why)
+                return [
+                    dataclasses.replace(t, reward=None, reward_components={}, failure=why)
+                    for t in trajectories
+                ]
+        return [self.apply(t) for t in trajectories]

@@ -89,7 +89,7 @@ def evaluate(
         batch = run_episodes(
             policy, chat, envs, chunk, [f"eval-{s}" for s in chunk], rollout, greedy=True
         )
-        trajectories.extend(rubric.apply(t) for t in batch)
+        trajectories.extend(rubric.apply_batch(batch))
         for env in envs:
             env.close()
     return summarize(trajectories, "eval"), trajectories

@@ -148,7 +148,7 @@ def oracle_demonstrations(run: Run) -> list[Trajectory]:
     for env in envs:
         env.close()
     # under torchrun each rank rolled out its share; every rank gets all demos, in seed order
-    return run.ranks.all_gather([rubric.apply(t) for t in demos])
+    return run.ranks.all_gather(rubric.apply_batch(demos) if rubric else [])
 
 
 def warmup(run: Run, progress: Progress) -> None:

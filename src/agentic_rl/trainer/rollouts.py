@@ -50,7 +50,8 @@ def _rollout_round(
         # the round's episodes are over: free their KV, stamp the policy version, mark failed requests
         trajectories = run.backend.finish_round(trajectories)
         rubric = envs[0].rubric(cfg.reward) if envs else None
-        return [rubric.apply(t) for t in trajectories]
+        # batched components (an LLM judge) see the whole round at once
+        return rubric.apply_batch(trajectories) if rubric else []
     finally:
         for env in envs:
             env.close()
