@@ -25,7 +25,22 @@ An environment is one POMDP episode at a time::
   sandbox, background processes). An episode's side effects never leak into the next one:
   ``reset`` starts from a fresh (or restored) state.
 
-Reference: Gymnasium ``gymnasium/core.py`` (Env API, terminated vs truncated).
+Every env is a real :class:`gymnasium.Env` (so Gymnasium's own
+``gymnasium.utils.env_checker.check_env``, wrappers and ``gymnasium.make`` work on it):
+
+* ``observation_space`` is an :class:`~agentic_rl.envs.spaces.ObservationSpace` and
+  ``action_space`` an :class:`~agentic_rl.envs.spaces.ActionSpace` (chat messages; text and tool
+  calls), one of each per instance; an env may assign its own in ``__init__``.
+* Seeding follows Gymnasium: ``reset(seed=n)`` seeds the env's ``np_random`` with ``n`` and
+  plays the task of ``n``; ``reset()`` without a seed plays the task of a seed drawn from
+  ``np_random``, so it is reproducible after a seeded reset and random otherwise
+  (:meth:`Env.episode_seed` does both; subclasses call it, or ``super().reset(seed=seed)``).
+* ``metadata["render_modes"]`` is empty and ``render_mode`` None: episodes are read as chat
+  transcripts (``agentic-rl view``), not rendered frames.
+* :mod:`agentic_rl.envs.registry` registers every id in Gymnasium's registry as
+  ``agentic_rl/<id>`` (``gymnasium.make("agentic_rl/calculator-v0")``).
+
+Reference: Gymnasium ``gymnasium/core.py`` (Env API, terminated vs truncated, seeding).
 """
 
 from __future__ import annotations
@@ -33,6 +48,10 @@ from __future__ import annotations
 import abc
 from typing import Any
 
+import gymnasium
+import numpy as np
+
+from agentic_rl.envs.spaces import ActionSpace, ObservationSpace
 from agentic_rl.rewards import RewardWeights, Rubric
 from agentic_rl.types import Action, Observation
 
@@ -49,19 +68,74 @@ class SnapshotNotSupportedError(NotImplementedError):
     """The env cannot snapshot or restore its state (the message names the env)."""
 
 
-class Env(abc.ABC):
-    """Base class of agentic-rl environments (see the module docstring for the contract)."""
+class Env(gymnasium.Env[Observation, Action], abc.ABC):
+    """Base class of agentic-rl environments (see the module docstring for the contract).
+
+    A :class:`gymnasium.Env` whose observations are :class:`~agentic_rl.types.Observation`
+    values and whose actions are :class:`~agentic_rl.types.Action` values.
+    """
 
     #: registered id, set by :func:`agentic_rl.envs.make`
     env_id: str = ""
     #: one-line description shown by ``agentic-rl envs``
     description: str = ""
+    #: Gymnasium metadata: no render modes (episodes are chat transcripts)
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    @property
+    def observation_space(self) -> gymnasium.spaces.Space[Observation]:
+        """The env's observation space (an :class:`ObservationSpace` unless one was assigned)."""
+        space = self.__dict__.get("_observation_space")
+        if space is None:
+            space = self.__dict__["_observation_space"] = ObservationSpace()
+        return space
+
+    @observation_space.setter
+    def observation_space(self, space: gymnasium.spaces.Space[Observation]) -> None:
+        self.__dict__["_observation_space"] = space
+
+    @property
+    def action_space(self) -> gymnasium.spaces.Space[Action]:
+        """The env's action space (an :class:`ActionSpace` unless one was assigned)."""
+        space = self.__dict__.get("_action_space")
+        if space is None:
+            space = self.__dict__["_action_space"] = ActionSpace()
+        return space
+
+    @action_space.setter
+    def action_space(self, space: gymnasium.spaces.Space[Action]) -> None:
+        self.__dict__["_action_space"] = space
+
+    def episode_seed(self, seed: int | None) -> int:
+        """Seed ``np_random`` as :meth:`gymnasium.Env.reset` does and return the episode's seed.
+
+        Args:
+            seed: the seed given to ``reset``; None keeps ``np_random`` (a random one if it
+                was never seeded) and draws the episode's seed from it, in [0, 2**31).
+
+        Returns:
+            ``seed`` itself, or the drawn seed.
+
+        Raises:
+            gymnasium.error.Error: ``seed`` is negative or not an integer (Gymnasium's rule).
+        """
+        if seed is not None:
+            seed = int(seed) if isinstance(seed, (int, np.integer)) else seed
+        gymnasium.Env.reset(self, seed=seed)
+        if seed is None:
+            return int(self.np_random.integers(2**31))
+        return seed
 
     @abc.abstractmethod
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        """Start an episode; returns the first observation (system + task messages and tools)."""
+        """Start an episode; returns the first observation (system + task messages and tools).
+
+        Subclasses seed through :meth:`episode_seed` (this base body only seeds ``np_random``,
+        as ``super().reset(seed=seed)`` does in Gymnasium, and returns nothing).
+        """
+        gymnasium.Env.reset(self, seed=seed, options=options)
 
     @abc.abstractmethod
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:

@@ -13,9 +13,8 @@ import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentic_rl.envs.base import Env
 from agentic_rl.rewards import RewardGroup, RewardWeights, Rubric
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.types import (
@@ -29,6 +28,9 @@ from agentic_rl.types import (
     Trajectory,
     Turn,
 )
+
+if TYPE_CHECKING:  # base imports this module (through its spaces)
+    from agentic_rl.envs.base import Env
 
 __all__ = [
     "ROLES",

@@ -1,4 +1,17 @@
-"""Registry of environment ids (``name-vN``), as users type them on the command line."""
+"""Registry of environment ids (``name-vN``), as users type them on the command line.
+
+Every id registered here is also registered in Gymnasium's registry as ``agentic_rl/<id>``
+(:func:`gymnasium_id`), so ``gymnasium.make("agentic_rl/calculator-v0")`` works once
+:mod:`agentic_rl.envs` is imported (Gymnasium 1.x has no plugin entry points; the
+``"agentic_rl.envs:agentic_rl/calculator-v0"`` form imports it for you). The Gymnasium entry
+is lazy: the string entry point ``agentic_rl.envs.registry:make`` with ``env_id`` as its one
+keyword, so registering imports nothing and builds nothing; ``gymnasium.make`` calls
+:func:`make` (this registry's defaults, then the caller's keywords) and wraps the env in
+Gymnasium's usual ``PassiveEnvChecker`` and ``OrderEnforcing`` (no ``TimeLimit``: each env
+applies its own limit, the rollout engine its budgets). Members of an id family
+(``rg/<task>-v0``) are many and listing them imports their package, so they enter Gymnasium's
+registry only when :func:`register_family_in_gymnasium` is called.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import gymnasium
+
 from agentic_rl.envs.base import Env
 from agentic_rl.errors import UnknownEnvError
 
 _ID = re.compile(r"^[A-Za-z0-9_./-]+-v\d+$")
+
+#: the namespace of agentic-rl ids in Gymnasium's registry
+GYMNASIUM_NAMESPACE = "agentic_rl"
 
 
 @dataclass(frozen=True)
@@ -86,6 +104,52 @@ def register(env_id: str, factory: Callable[..., Env], description: str, **kwarg
     if env_id in _REGISTRY:
         raise ValueError(f"env id {env_id!r} is already registered")
     _REGISTRY[env_id] = EnvSpec(env_id, factory, description, dict(kwargs))
+    _register_in_gymnasium(env_id)
+
+
+def gymnasium_id(env_id: str) -> str:
+    """The id of ``env_id`` in Gymnasium's registry: ``agentic_rl/<id>``, with each ``/`` of
+    ``env_id`` written ``.`` (Gymnasium's ids hold one namespace only), e.g.
+    ``agentic_rl/calculator-v0``, ``agentic_rl/rg.leg_counting-v0``. Never raises."""
+    return f"{GYMNASIUM_NAMESPACE}/{env_id.replace('/', '.')}"
+
+
+_GYM_ENTRY = "agentic_rl.envs.registry:make"
+
+
+def _register_in_gymnasium(env_id: str) -> None:
+    """Add ``env_id``'s entry to Gymnasium's registry (kept as is when it is already there:
+    re-registering an id, as tests do, then neither warns nor changes it)."""
+    gym_id = gymnasium_id(env_id)
+    existing = gymnasium.registry.get(gym_id)
+    if existing is not None and (existing.entry_point, existing.kwargs) == (
+        _GYM_ENTRY,
+        {"env_id": env_id},
+    ):
+        return
+    gymnasium.register(gym_id, entry_point=_GYM_ENTRY, kwargs={"env_id": env_id})
+
+
+def register_family_in_gymnasium(prefix: str) -> list[str]:
+    """Register every member of the family with ``prefix`` in Gymnasium's registry.
+
+    Returns:
+        The Gymnasium ids of the family's members (:func:`gymnasium_id`), sorted (an id already
+        registered the same way is left as it is).
+
+    Raises:
+        UnknownEnvError: no family has ``prefix``.
+        Whatever the family's ``members()`` raises (e.g. ImportError: its package is missing).
+    """
+    family = next((f for f in _FAMILIES if f.prefix == prefix), None)
+    if family is None:
+        known = ", ".join(f.prefix for f in _FAMILIES) or "none"
+        raise UnknownEnvError(f"no env family with prefix {prefix!r}; families: {known}")
+    placeholder = re.compile(r"<[^>]+>")
+    ids = sorted(placeholder.sub(member, family.pattern, count=1) for member in family.members())
+    for env_id in ids:
+        _register_in_gymnasium(env_id)
+    return [gymnasium_id(env_id) for env_id in ids]
 
 
 def make(env_id: str, **kwargs: Any) -> Env:

@@ -62,6 +62,7 @@ Known failure modes
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import json
 import os
@@ -293,7 +294,7 @@ class CodeRepairEnv(ToolEnv):
         )
         obs = Observation(
             messages=(Message("system", self.system_prompt), Message("user", task)),
-            tools=self._schemas,
+            tools=copy.deepcopy(self._schemas),  # each observation owns its data
         )
         info = {
             "task_id": self.problem.task_id,

@@ -36,7 +36,6 @@ from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.games.planning import greedy_action, value_iteration
 from agentic_rl.envs.games.rubric import game_rubric
 from agentic_rl.envs.games.text import action_help, parse_action, strip_ansi
-from agentic_rl.envs.tool_env import draw_seed
 from agentic_rl.rewards import RewardWeights, Rubric
 from agentic_rl.types import Action, Message, Observation
 
@@ -151,8 +150,8 @@ class GymTextEnv(Env):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        """Start the episode of ``seed`` (a random seed if None): same seed, same start."""
-        seed = draw_seed(seed)
+        """Start the episode of ``seed`` (drawn from ``np_random`` if None): same seed, same start."""
+        seed = self.episode_seed(seed)
         kwargs = self._gym_kwargs_for(int(seed))
         if kwargs is not None and kwargs != self.gym_kwargs:
             self._gym.close()

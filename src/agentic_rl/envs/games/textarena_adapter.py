@@ -43,7 +43,6 @@ from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.envs.games.rubric import game_rubric
 from agentic_rl.envs.games.text import last_bracketed
 from agentic_rl.envs.games.textarena_games import GAMES, TextArenaGame
-from agentic_rl.envs.tool_env import draw_seed
 from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.rewards import RewardWeights, Rubric
 from agentic_rl.types import Action, Message, Observation
@@ -129,16 +128,16 @@ class TextArenaEnv(Env):
     def __init__(self, game: str, max_steps: int | None = None, **game_kwargs: Any):
         if game not in GAMES:
             raise ValueError(f"unknown TextArena game {game!r}; known: {', '.join(sorted(GAMES))}")
-        self.spec: TextArenaGame = GAMES[game]
+        self.game_spec: TextArenaGame = GAMES[game]
         self.game = game
-        self.max_steps = int(max_steps if max_steps is not None else self.spec.max_steps)
+        self.max_steps = int(max_steps if max_steps is not None else self.game_spec.max_steps)
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
-        self.game_kwargs = {**self.spec.kwargs, **game_kwargs}
+        self.game_kwargs = {**self.game_spec.kwargs, **game_kwargs}
         _require_textarena()
-        check_nltk_resources(game, self.spec.nltk_resources)
-        module, _, name = self.spec.entry_point.partition(":")
-        with _no_nltk_download(bool(self.spec.nltk_resources)):
+        check_nltk_resources(game, self.game_spec.nltk_resources)
+        module, _, name = self.game_spec.entry_point.partition(":")
+        with _no_nltk_download(bool(self.game_spec.nltk_resources)):
             self._cls = getattr(importlib.import_module(module), name)
         self._env: Any = None
         self._data: dict[str, Any] = {}
@@ -151,7 +150,7 @@ class TextArenaEnv(Env):
         outer = random.getstate()
         random.setstate(self._rng)
         try:
-            with _no_nltk_download(bool(self.spec.nltk_resources)):
+            with _no_nltk_download(bool(self.game_spec.nltk_resources)):
                 return fn()
         finally:
             self._rng = random.getstate()
@@ -160,20 +159,20 @@ class TextArenaEnv(Env):
     def system_prompt(self) -> str:
         """The instructions shown on reset."""
         return (
-            f"You are playing {self.spec.title}. The rules follow. Each turn, reply with one move in square "
-            f"brackets, for example {self.spec.example}; the last [...] in your reply is your move.\n"
+            f"You are playing {self.game_spec.title}. The rules follow. Each turn, reply with one move in square "
+            f"brackets, for example {self.game_spec.example}; the last [...] in your reply is your move.\n"
             f"You have at most {self.max_steps} turns."
         )
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        """Start the game of ``seed`` (a random seed if None): same seed, same game."""
-        seed = draw_seed(seed)
+        """Start the game of ``seed`` (drawn from ``np_random`` if None): same seed, same game."""
+        seed = self.episode_seed(seed)
         seed = int(seed)
         kwargs, self._data = dict(self.game_kwargs), {}
-        if self.spec.generator is not None:
-            generated, self._data = self.spec.generator(seed)
+        if self.game_spec.generator is not None:
+            generated, self._data = self.game_spec.generator(seed)
             kwargs = {**generated, **kwargs}
         self._rng = random.Random(seed).getstate()
 
@@ -249,9 +248,9 @@ class TextArenaEnv(Env):
 
     def oracle_reply(self) -> str | None:
         """The game's reference move (see :mod:`agentic_rl.envs.games.textarena_games`), or None."""
-        if self._env is None or self._done or self.spec.oracle is None:
+        if self._env is None or self._done or self.game_spec.oracle is None:
             return None
-        return self.spec.oracle(self._env, self._data)
+        return self.game_spec.oracle(self._env, self._data)
 
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
         """The games' default rubric (:func:`agentic_rl.envs.games.rubric.game_rubric`)."""

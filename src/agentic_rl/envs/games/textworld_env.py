@@ -27,7 +27,6 @@ Oracle
 from __future__ import annotations
 
 import os
-import random
 import re
 import tempfile
 import warnings
@@ -160,9 +159,12 @@ class TextWorldEnv(Env):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        """Start the game of ``seed`` (a random seed if None; generated on first use)."""
-        if seed is None:
-            seed = random.SystemRandom().randrange(2**16)
+        """Start the game of ``seed`` (drawn from ``np_random`` in [0, 2**16) if None; generated
+        on first use)."""
+        drawn = seed is None
+        seed = self.episode_seed(seed)
+        if drawn:
+            seed %= 2**16  # few distinct games, each generated once (game_file caches them)
         self.close()
         infos = self._tw_module.EnvInfos(
             feedback=True,
