@@ -112,6 +112,25 @@ def test_chat_completions_with_structured_tool_calls(chat):
     assert t.token_ids == () and t.info["token_ids"] == "none" and t.policy_version == 7
 
 
+def test_text_and_structured_tool_calls_of_one_reply_get_distinct_ids(chat):
+    """A reply with a ``<tool_call>`` in its text and a structured call: ids call_0_0, call_0_1,
+    and each tool message answers its own call."""
+    text_call = '<tool_call>{"name": "calculator", "arguments": {"expression": "2+3"}}</tool_call>'
+    script = [
+        {"content": text_call, "tool_calls": [("calculator", '{"expression": "6*7"}')]},
+        {"content": "<answer>42</answer>"},
+    ]
+    with StubServer(chat_script=script) as server:
+        client = make_client(server.base_url, max_retries=0)
+        (t,) = run_chat_episodes(client, "m", [make("calculator-v0")], [0], ["g"], max_turns=3)
+        sent = server.chat_requests[1]["messages"]
+    calls = [c["id"] for c in sent[2]["tool_calls"]]
+    assert calls == ["call_0_0", "call_0_1"]
+    tools = [(m["tool_call_id"], m["content"]) for m in sent if m["role"] == "tool"]
+    assert tools == [("call_0_0", "5"), ("call_0_1", "42")]
+    assert [r.content for r in t.turns[0].tool_results] == ["5", "42"]
+
+
 def test_chat_completions_honour_a_context_reset(chat):
     # memory-recall-v0: the first reply ends the reveal session and the env wipes the history
     script = [{"content": "I will remember."}, {"content": "<answer>unknown</answer>"}]

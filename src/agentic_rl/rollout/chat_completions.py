@@ -49,9 +49,13 @@ from agentic_rl.types import (
 log = logging.getLogger(__name__)
 
 
-def _tool_calls(message: Any, turn: int) -> tuple[list[ToolCall], list[ToolCallError]]:
+def _tool_calls(
+    message: Any, turn: int, first: int = 0
+) -> tuple[list[ToolCall], list[ToolCallError]]:
+    """The structured tool calls of a chat reply, numbered ``call_<turn>_<k>`` from ``k = first``
+    (after the calls parsed from the reply's text, so that no two calls of a turn share an id)."""
     calls, errors = [], []
-    for k, call in enumerate(getattr(message, "tool_calls", None) or []):
+    for k, call in enumerate(getattr(message, "tool_calls", None) or [], start=first):
         raw = call.function.arguments or "{}"
         try:
             args = json.loads(raw)
@@ -193,7 +197,7 @@ def _chat_turn(ep: _ChatEpisode, turn: int, response: Any) -> bool:
         ep.stop = StopReason.MAX_NEW_TOKENS
         return False
     text_calls, text_errors = parse_tool_calls(text, turn_index=turn)
-    api_calls, api_errors = _tool_calls(reply, turn)
+    api_calls, api_errors = _tool_calls(reply, turn, first=len(text_calls))
     action = Action(
         text, tuple(text_calls) + tuple(api_calls), tuple(text_errors) + tuple(api_errors)
     )
@@ -204,7 +208,7 @@ def _chat_turn(ep: _ChatEpisode, turn: int, response: Any) -> bool:
     except Exception as exc:  # noqa: BLE001
         ep.fail(f"step raised {type(exc).__name__}: {exc}")
         return False
-    call_ids = [r.call_id or f"call_{turn}_error" for r in obs.tool_results]
+    call_ids = [r.call_id or f"call_{turn}_error_{k}" for k, r in enumerate(obs.tool_results)]
     if obs.context_reset:  # the env wiped the conversation: system message + what follows
         ep.context_start = len(ep.messages)
     for m in obs.messages:
