@@ -32,13 +32,23 @@ model's chat template ignores tools) and the typed step result of a tool turn (t
 and risk events on the :class:`~agentic_rl.types.Observation`, ``info["tool_calls"]`` and
 ``info["tool_errors"]`` as the shared reward components of
 :mod:`agentic_rl.rewards.components` read them).
+
+MCP tools: ``setup_tools(..., mcp_servers=[...])`` adds the tools of MCP servers
+(:mod:`agentic_rl.tools.mcp`; an env exposes this as its ``mcp_servers`` argument, so
+``[env.kwargs] mcp_servers = [...]`` configures it) to the env's own, offered after them, run by the
+same executor (permission policy, audit log, risk events). The default policy gives each the
+permission class its spec or MCP annotations imply. Servers are per episode: a server starts on
+the episode's first call to one of its tools and stops at :meth:`ToolEnv.end_episode`, at the next
+:meth:`ToolEnv.start_episode` and at :meth:`ToolEnv.close`; env snapshots do not hold a server's
+state.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
@@ -46,7 +56,8 @@ from agentic_rl.tools.definition.prompt import render_tool_system_prompt
 from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.governance.audit import AuditLog
 from agentic_rl.tools.governance.executor import ExecutionReport, ToolExecutor
-from agentic_rl.tools.governance.permissions import PermissionPolicy
+from agentic_rl.tools.governance.permissions import PermissionPolicy, ToolPermission
+from agentic_rl.tools.mcp.tools import McpTools
 from agentic_rl.types import Action, Message, Observation, RiskEvent, ToolResult
 
 __all__ = ["ToolEnv"]
@@ -68,6 +79,7 @@ class ToolEnv(Env):
     _turn: int = 0
     _trajectory_id: str = ""
     _offered: tuple[dict[str, Any], ...] = ()
+    mcp: McpTools | None = None
 
     def setup_tools(
         self,
@@ -78,6 +90,7 @@ class ToolEnv(Env):
         audit_path: str | None = None,
         run_id: str = "",
         offered: Iterable[str] | None = None,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         """Wire ``tools`` to an executor and render the system prompt.
 
@@ -92,18 +105,44 @@ class ToolEnv(Env):
             offered: names of the tools the policy is told about (prompt and first
                 observation), in order; None offers every tool. The others are still known to
                 the executor (a call to one is decided by the permission policy, not unknown).
+            mcp_servers: ``mcp_servers`` tables or :class:`~agentic_rl.tools.mcp.McpServerSpec`
+                values whose tools are added (and offered) after ``tools``; their permission
+                classes extend ``default_policy`` (a ``permissions`` table replaces both).
 
         Raises:
             ValueError: a wrong ``permissions`` key or value (named).
             KeyError: an ``offered`` name is not in ``tools``.
+            McpServerError: an MCP server could not start to list its tools (see
+                :class:`~agentic_rl.tools.mcp.McpTools`, also for its ValueErrors).
         """
         self.tools = dict(tools)
         names = list(self.tools) if offered is None else list(offered)
+        if mcp_servers:
+            default_policy = self._add_mcp_tools(McpTools(mcp_servers), default_policy, names)
         self._offered = tuple(self.tools[n].schema() for n in names)
         policy = default_policy if permissions is None else PermissionPolicy.from_dict(permissions)
         audit = AuditLog(audit_path) if audit_path else None
         self.executor = ToolExecutor(self.tools, policy, audit, {"run_id": run_id})
         self.system_prompt = render_tool_system_prompt(instructions, list(self._offered))
+
+    def _add_mcp_tools(
+        self, mcp: McpTools, policy: PermissionPolicy, names: list[str]
+    ) -> PermissionPolicy:
+        """Add ``mcp``'s tools to ``self.tools`` and ``names``; ``policy`` with their classes."""
+        clash = sorted(set(self.tools) & set(mcp.tools))
+        if clash:
+            mcp.close()
+            raise ValueError(f"MCP tools {clash} clash with the env's tools: set a prefix")
+        self.mcp = mcp
+        self.tools.update(mcp.tools)
+        names.extend(mcp.tools)
+        listed = dict(policy.tools)
+        added = tuple(
+            (name, ToolPermission(side_effect=cls))
+            for name, cls in mcp.side_effects.items()
+            if name not in listed
+        )
+        return dataclasses.replace(policy, tools=policy.tools + added)
 
     @property
     def tool_schemas(self) -> tuple[dict[str, Any], ...]:
@@ -119,6 +158,8 @@ class ToolEnv(Env):
             gymnasium.error.Error: ``seed`` is negative or not an integer.
         """
         seed = self.episode_seed(seed)
+        if self.mcp is not None:
+            self.mcp.end_episode()  # a previous episode cut short (truncated) ends here
         self._done, self._turn = False, 0
         self._trajectory_id = str((options or {}).get("trajectory_id") or uuid.uuid4().hex)
         return seed
@@ -151,6 +192,14 @@ class ToolEnv(Env):
     def end_episode(self) -> None:
         """Mark the episode ended (a later ``step`` raises :class:`EpisodeEndedError`)."""
         self._done = True
+        if self.mcp is not None:
+            self.mcp.end_episode()
+
+    def close(self) -> None:
+        """Stop the episode's MCP servers, if any (see the module docstring). Idempotent;
+        never raises."""
+        if self.mcp is not None:
+            self.mcp.close()
 
     def run_tools(self, action: Action) -> ExecutionReport:
         """Run the action's tool calls and parser errors through the executor, as this turn's.

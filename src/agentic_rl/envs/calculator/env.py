@@ -14,7 +14,9 @@ Actions
     </tool_call>`` blocks (any number, any number of turns), or a final reply containing
     ``<answer>NUMBER</answer>``. A reply with no tool call is final.
 Tools
-    ``calculator(expression)`` — arithmetic only, evaluated by an AST walker, never ``eval``.
+    ``calculator(expression)`` — arithmetic only, evaluated by an AST walker, never ``eval``;
+    plus the tools of the ``mcp_servers`` given, if any (:mod:`agentic_rl.tools.mcp`: one server
+    session per episode, calls through the same executor; :mod:`agentic_rl.envs.tool_env`).
 Reward (rubric)
     outcome ``correct_answer`` (1 if the single answer tag equals the reference answer);
     process ``computed_calls`` (fraction of the episode's tool calls that parsed, ran without
@@ -119,9 +121,13 @@ class CalculatorEnv(ToolEnv):
         permissions: a ``[tools.permissions]`` table; None allows ``calculator`` (read-only) only.
         audit_path: JSON-lines audit log of every tool call; None audits nothing.
         run_id: written into every audit record.
+        mcp_servers: MCP servers whose tools are offered next to the calculator (tables of
+            :class:`~agentic_rl.tools.mcp.McpServerSpec`; needs the ``mcp`` extra).
 
     Raises:
-        ValueError: an unknown level, or a wrong ``permissions`` key or value (named).
+        ValueError: an unknown level, or a wrong ``permissions`` key or value (named), or a bad
+            ``mcp_servers`` entry.
+        McpServerError: an MCP server could not start to list its tools.
     """
 
     description = (
@@ -134,6 +140,7 @@ class CalculatorEnv(ToolEnv):
         permissions: dict[str, Any] | None = None,
         audit_path: str | None = None,
         run_id: str = "",
+        mcp_servers: list[dict[str, Any]] | None = None,
     ):
         self.levels = levels if isinstance(levels, str) else tuple(levels)
         make_task(0, self.levels)  # validate levels now (a bare string is rejected there)
@@ -144,6 +151,7 @@ class CalculatorEnv(ToolEnv):
             permissions,
             audit_path,
             run_id,
+            mcp_servers=mcp_servers,
         )
         self.task: ArithmeticTask | None = None
         self._called = False
