@@ -25,7 +25,9 @@ from agentic_rl.types import Action, ToolCall
 from tests.markers import needs_bwrap
 
 SERVER = Path(__file__).with_name("mcp_server.py")
-pytestmark = pytest.mark.skipif(mcp_unavailable_reason() is not None, reason="fastmcp missing")
+pytestmark = pytest.mark.skipif(
+    mcp_unavailable_reason() is not None, reason=str(mcp_unavailable_reason())
+)
 STARTUP_S = 600.0
 
 

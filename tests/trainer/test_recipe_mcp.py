@@ -43,7 +43,7 @@ class McpCalculatorEnv(CalculatorEnv):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(mcp_unavailable_reason() is not None, reason="fastmcp missing")
+@pytest.mark.skipif(mcp_unavailable_reason() is not None, reason=str(mcp_unavailable_reason()))
 def test_env_with_mcp_tools_trains_two_steps(http_server, tiny_model_dir, tmp_path):  # noqa: F811
     url, calls, _notes = http_server
     before = len(_calls(calls))
