@@ -143,6 +143,9 @@ class OptimConfig:
 
     Attributes:
         lr: AdamW learning rate; weight_decay: AdamW weight decay.
+        lr_warmup_steps: linear learning-rate warm-up of the RL optimizer: optimizer step k
+            (1-based) uses ``lr * min(1, k / lr_warmup_steps)`` (0 = off). A fresh AdamW's
+            first steps move every weight by about ``lr`` whatever its gradient (m/√v ≈ ±1).
         max_grad_norm: gradient clipping (0 = off).
         micro_batch_size: most trajectories per forward/backward (the warm-up's too).
         micro_batch_tokens: most padded tokens (rows × longest) per forward/backward; bounds
@@ -161,6 +164,7 @@ class OptimConfig:
     """
 
     lr: float = positive(3e-5)
+    lr_warmup_steps: int = non_negative(0)
     weight_decay: float = non_negative(0.0)
     max_grad_norm: float = non_negative(1.0)
     micro_batch_size: int = positive(8)

@@ -8,7 +8,7 @@ import torch
 
 from agentic_rl.trainer.distributed import DataParallelOptimizer
 
-__all__ = ["make_optimizer", "mark_parameters_changed"]
+__all__ = ["linear_lr_warmup", "make_optimizer", "mark_parameters_changed"]
 
 
 def _fusable(params: list[torch.Tensor]) -> bool:
@@ -26,8 +26,34 @@ def mark_parameters_changed(optimizer: torch.optim.Optimizer, args: Any, kwargs:
     )
 
 
+def linear_lr_warmup(optimizer: torch.optim.Optimizer, lr: float, warmup_steps: int) -> None:
+    """Linear learning-rate warm-up as an optimizer step pre-hook: step k (1-based) runs at
+    ``lr * min(1, k / warmup_steps)`` (Goyal et al. 2017, "Accurate, large minibatch SGD").
+
+    k is read from the optimizer's own state (AdamW's per-parameter ``step`` count), so a run
+    resumed from a checkpoint with its optimizer state continues the schedule where it stopped.
+
+    Raises:
+        ValueError: ``warmup_steps`` < 1 or ``lr`` <= 0.
+    """
+    if warmup_steps < 1 or lr <= 0:
+        raise ValueError(f"need warmup_steps >= 1 and lr > 0, got {warmup_steps} and {lr}")
+
+    def set_lr(opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        first = opt.param_groups[0]["params"][0]
+        done = int(opt.state.get(first, {}).get("step", 0))  # steps already taken
+        for group in opt.param_groups:
+            group["lr"] = lr * min(1.0, (done + 1) / warmup_steps)
+
+    optimizer.register_step_pre_hook(set_lr)
+
+
 def make_optimizer(
-    run: Any, lr: float, weight_decay: float = 0.0, max_grad_norm: float = 1.0
+    run: Any,
+    lr: float,
+    weight_decay: float = 0.0,
+    max_grad_norm: float = 1.0,
+    lr_warmup_steps: int = 0,
 ) -> torch.optim.Optimizer:
     """AdamW (Loshchilov & Hutter 2019) over ``run.model``'s trainable parameters; under torchrun
     (``run.scale.ctx.distributed``) wrapped so its step averages the ranks' gradients and clips
@@ -38,10 +64,13 @@ def make_optimizer(
     per-tensor loop (6.9×, ``benchmarks/optimizer_step.py``); same update to 1.2e-7. The fused
     kernel writes the parameters without bumping their autograd version counters, which is
     how the fast sampler sees that the weights changed; a step hook bumps them after each step.
+    ``lr_warmup_steps`` > 0 ramps the learning rate up linearly (:func:`linear_lr_warmup`).
     """
     params = [p for p in run.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=_fusable(params))
     optimizer.register_step_post_hook(mark_parameters_changed)
+    if lr_warmup_steps > 0:
+        linear_lr_warmup(optimizer, lr, lr_warmup_steps)
     return (
         DataParallelOptimizer(optimizer, run.scale.ctx, max_grad_norm)
         if run.scale.ctx.distributed

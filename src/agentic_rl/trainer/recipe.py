@@ -340,7 +340,9 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
     config, run_dir, main = run.config, run.run_dir, run.ranks.is_main
     alg = config.algorithm
     optim = config.optim
-    optimizer = make_optimizer(run, optim.lr, optim.weight_decay, optim.max_grad_norm)
+    optimizer = make_optimizer(
+        run, optim.lr, optim.weight_decay, optim.max_grad_norm, optim.lr_warmup_steps
+    )
     run.critic = make_critic(run)  # PPO's value head; None for critic-free methods
     run.task_pool = make_task_pool(run)
     start = time.perf_counter()
