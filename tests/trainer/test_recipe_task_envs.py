@@ -31,7 +31,10 @@ SMOKE = [
 def test_env_budgets_fit_the_oracles():
     config = load_config(None, env_overrides("code-repair-v0", []))
     assert config.rollout.max_new_tokens == 768 and config.warmup.env_kwargs == {}
-    assert load_config(None, env_overrides("search-qa-v0", [])).rollout.max_turns == 4
+    search = load_config(None, env_overrides("search-qa-v0", []))
+    assert search.rollout.max_turns == 4
+    # the lr warm-up that keeps search-qa's first RL update from breaking the tool-call format
+    assert search.optim.lr_warmup_steps == 8 and load_config(None, []).optim.lr_warmup_steps == 0
 
 
 @pytest.mark.parametrize(
