@@ -78,12 +78,18 @@ class SamplingConfig:
             informative groups are found (:mod:`agentic_rl.trainer.sampling`).
         rollout_tasks: tasks sampled per round of dynamic sampling (0 = ``tasks_per_step``).
         max_sample_rounds: cap on rounds of dynamic sampling per step (>= 1).
+        guidance: off-policy guidance (LUFFY-style): ``off``, or ``oracle``: a group whose
+            rollouts all failed gets the env oracle's successful episode in place of its last
+            rollout (:mod:`agentic_rl.trainer.guidance`).
+        guidance_groups: most groups per sampling round that get guidance (>= 0).
     """
 
     task_sampling: str = one_of("difficulty", "sequential", "uniform", "difficulty")
     dynamic_sampling: bool = True
     rollout_tasks: int = non_negative(8)
     max_sample_rounds: int = positive(2)
+    guidance: str = one_of("off", "off", "oracle")
+    guidance_groups: int = non_negative(2)
 
     def __post_init__(self) -> None:
         check_rules(self, "sampling")

@@ -37,6 +37,7 @@ from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
 from agentic_rl.trainer.checkpoint import latest_checkpoint
 from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
+from agentic_rl.trainer.guidance import is_guided
 from agentic_rl.trainer.optim import make_optimizer
 from agentic_rl.trainer.outputs import export_model, write_summary
 from agentic_rl.trainer.ranks import Ranks
@@ -253,13 +254,14 @@ def rl_step(
     row = None
     if run.ranks.is_main:
         trajectories, records = [p[0] for p in pairs], [p[1] for p in pairs]
-        generated = sum(t.num_generated_tokens for t in trajectories)
+        own = [t for t in trajectories if not is_guided(t)]  # the policy's samples (no guidance)
+        generated = sum(t.num_generated_tokens for t in own)
         row = {
             "phase": "rl",
             "step": step + 1,
             "rl_step": step + 1,
-            **summarize(trajectories, "rollout"),
-            **_reward_shares(trajectories, run.config.reward),
+            **summarize(own, "rollout"),
+            **_reward_shares(own, run.config.reward),
             **sampling_metrics(run, batch),
             **stats,
             "perf/step_time_s": elapsed,

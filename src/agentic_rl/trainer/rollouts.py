@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from agentic_rl.rollout import run_episodes
 from agentic_rl.trainer.evaluation import is_success
+from agentic_rl.trainer.guidance import guide_round, is_guided
 from agentic_rl.trainer.run import Run, env_kwargs
 from agentic_rl.trainer.sampling import TRAIN_SEED_SPAN, SampledBatch, sample_with_refill
 from agentic_rl.types import Trajectory
@@ -51,10 +52,12 @@ def _rollout_round(
         trajectories = run.backend.finish_round(trajectories)
         rubric = envs[0].rubric(cfg.reward) if envs else None
         # batched components (an LLM judge) see the whole round at once
-        return rubric.apply_batch(trajectories) if rubric else []
+        scored = rubric.apply_batch(trajectories) if rubric else []
     finally:
         for env in envs:
             env.close()
+    # sampling.guidance: the oracle's episode in all-failed groups (off by default)
+    return guide_round(run, scored)
 
 
 def _task_seeds(run: Run, step: int, round_index: int, n: int, exclude: list[int]) -> list[int]:
@@ -109,8 +112,8 @@ def sample_step(run: Run, step: int) -> SampledBatch:
         if needed
         else SampledBatch([], [], 0, 0, 0)
     )
-    if run.task_pool is not None:
-        run.task_pool.update(batch.all, is_success)
+    if run.task_pool is not None:  # the policy's own samples only (no guidance episodes)
+        run.task_pool.update([t for t in batch.all if not is_guided(t)], is_success)
     return batch
 
 
@@ -126,6 +129,8 @@ def sampling_metrics(run: Run, batch: SampledBatch) -> dict[str, float]:
         "rollout/groups_trained": trained,
         "rollout/groups_shortfall": max(groups_needed(run) - trained, 0),
     }
+    if run.config.sampling.guidance != "off":
+        out["rollout/groups_guided"] = len({t.group_id for t in batch.train if is_guided(t)})
     pool = run.task_pool
     if pool is not None and run.config.sampling.task_sampling == "difficulty":
         out.update({f"pool/accept/{lv}": pool.acceptance(lv) for lv in sorted(pool.counts)})
