@@ -30,6 +30,8 @@ register("search-qa-v0", SearchQAEnv, SearchQAEnv.description)
 register_game_envs(register)  # frozenlake-v0, taxi-v0, ta-towerofhanoi-v0, ... (envs/games)
 register("memory-recall-v0", MemoryRecallEnv, MemoryRecallEnv.description)
 
+import agentic_rl.envs.adapters  # noqa: E402,F401 - registers the adapter families (skyrl/<env>-v0)
+
 __all__ = [
     "Env",
     "EnvSpec",
