@@ -82,7 +82,7 @@ def test_guidance_is_validated():
         load_config(None, ["sampling.guidance='teacher'"])
     with pytest.raises(ConfigError, match="sampling.guidance_groups"):
         load_config(None, ["sampling.guidance_groups=-1"])
-    assert load_config(None, []).sampling.guidance == "off"
+    assert load_config(None, []).sampling.guidance == "oracle"  # the shipped recipe
 
 
 def test_oracle_guidance_makes_all_failed_groups_trainable(tiny_model_dir, tmp_path):

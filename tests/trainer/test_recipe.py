@@ -426,6 +426,7 @@ def test_dynamic_sampling_refills_to_its_cap_and_counts_the_shortfall(tiny_model
             "algorithm.group_size=2",
             "sampling.rollout_tasks=3",
             "sampling.max_sample_rounds=2",
+            "sampling.guidance='off'",  # guidance would fill the batch (test_guidance.py)
             "warmup.enabled=false",
             "eval.base=false",
             "eval.size=1",

@@ -49,7 +49,7 @@ class AlgorithmConfig:
     """
 
     name: str = "grpo"
-    steps: int = positive(7)
+    steps: int = positive(9)
     tasks_per_step: int = positive(4)
     group_size: int = positive(8)
     std_eps: float = non_negative(0.1)
@@ -88,7 +88,7 @@ class SamplingConfig:
     dynamic_sampling: bool = True
     rollout_tasks: int = non_negative(8)
     max_sample_rounds: int = positive(2)
-    guidance: str = one_of("off", "off", "oracle")
+    guidance: str = one_of("oracle", "off", "oracle")
     guidance_groups: int = non_negative(2)
 
     def __post_init__(self) -> None:
