@@ -272,14 +272,29 @@ def markdown_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _tag_rank(tag: str) -> float:
+    """Position of an eval tag on the x axis: base, warmup, rl-step-K by K, final; others last."""
+    if tag.startswith("rl-step-") and tag[len("rl-step-") :].isdigit():
+        return 1.0 + int(tag[len("rl-step-") :])
+    return {"base": -1.0, "warmup": 0.0, "final": 1e18}.get(tag, float("inf"))
+
+
+def axis_tags(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """Every eval tag of ``runs`` (each with ``points``: tag -> interval) on one x axis: base,
+    warmup, rl-step-K by K, final, then other tags in first-seen order (runs evaluated at
+    different steps interleave)."""
+    seen: list[str] = []
+    for r in runs:
+        seen += [t for t in r["points"] if t not in seen]
+    return sorted(seen, key=lambda t: (_tag_rank(t), seen.index(t)))
+
+
 def plot(summary: dict[str, Any], path: Path) -> Path:
     """Held-out success (%) with 95 % Wilson error bars at every eval point, one line per run (PNG)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    tags: list[str] = []
-    for r in summary["runs"]:
-        tags += [t for t in r["points"] if t not in tags]
+    tags = axis_tags(summary["runs"])
     fig = Figure(figsize=(max(6.0, 1.1 * len(tags)), 4.2), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()

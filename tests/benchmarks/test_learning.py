@@ -158,3 +158,20 @@ def test_train_mode_runs_one_subprocess_per_seed(learning, tmp_path, monkeypatch
     assert all(r["perf"]["wall_s"] < 60 for r in summary["runs"])  # measured around the subprocess
     with pytest.raises(FileExistsError):  # never trains over an existing run
         learning.main(["--seeds", "0", "--out", str(out)])
+
+
+def test_plot_axis_orders_eval_tags_by_step(learning):
+    """Runs with different eval points (one with rl-step-K, one without) share one step-ordered
+    axis: base, warmup, rl-step-3, rl-step-9, final, then unknown tags in first-seen order."""
+    runs = [
+        {"points": dict.fromkeys(["base", "warmup", "final", "custom"])},
+        {"points": dict.fromkeys(["warmup", "rl-step-9", "rl-step-3", "final"])},
+    ]
+    assert learning.axis_tags(runs) == [
+        "base",
+        "warmup",
+        "rl-step-3",
+        "rl-step-9",
+        "final",
+        "custom",
+    ]
