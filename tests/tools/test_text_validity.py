@@ -16,6 +16,7 @@ from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig
 from agentic_rl.tools.sandbox.env_tools import SandboxedTools
 from agentic_rl.types import Action, ToolCall, valid_text
+from tests.markers import needs_bwrap
 
 BAD = "\ud800"
 REPLACEMENT = "\ufffd"
@@ -151,6 +152,7 @@ def test_tool_output_with_surrogates_is_valid_text(tmp_path):
     )  # the full output as valid text: U+FFFD is 3 bytes in UTF-8
 
 
+@needs_bwrap
 def test_python_tool_printing_a_lone_surrogate_in_a_real_sandbox(tmp_path):
     """``print(chr(0xd800))`` in the sandboxed interpreter gives valid text, audited."""
     tools = SandboxedTools(SandboxConfig(timeout_s=10.0), audit_path=str(tmp_path / "audit.jsonl"))
