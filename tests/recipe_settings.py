@@ -10,3 +10,17 @@ SIMPLE_SAMPLING = (
     "sampling.task_sampling='sequential'",
     "optim.minibatches=1",
 )
+
+#: a 2-step run on the tiny model with 2 demonstrations, 2 groups of 2 and 2 held-out tasks (no base
+#: evaluation): the smoke run of an env's recipe (add model.path and output_dir)
+TWO_STEP_SMOKE = (
+    "model.num_threads=1",
+    "warmup.num_demos=2",
+    "warmup.batch_size=2",
+    "algorithm.steps=2",
+    *SIMPLE_SAMPLING,
+    "algorithm.tasks_per_step=2",
+    "algorithm.group_size=2",
+    "eval.size=2",
+    "eval.base=false",
+)

@@ -28,7 +28,7 @@ from agentic_rl.envs.registry import gymnasium_id, register_family_in_gymnasium
 from agentic_rl.errors import EnvUnavailableError, UnknownEnvError
 from agentic_rl.trainer.run_dir import MetricsLog
 from agentic_rl.types import Action
-from tests.recipe_settings import SIMPLE_SAMPLING
+from tests.recipe_settings import TWO_STEP_SMOKE
 
 IDS = ["skyrl/gsm8k-v0", "skyrl/gsm8k_multi_turn-v0", "skyrl/aime-v0"]
 
@@ -134,15 +134,7 @@ def test_train_two_rl_steps_on_skyrl_gsm8k(tiny_model_dir, tmp_path):
     for item in [
         f"model.path='{tiny_model_dir}'",
         f"output_dir='{tmp_path}'",
-        "model.num_threads=1",
-        "warmup.num_demos=2",
-        "warmup.batch_size=2",
-        "algorithm.steps=2",
-        *SIMPLE_SAMPLING,
-        "algorithm.tasks_per_step=2",
-        "algorithm.group_size=2",
-        "eval.size=2",
-        "eval.base=false",
+        *TWO_STEP_SMOKE,
     ]:
         argv += ["--set", item]
     assert main(argv) == 0

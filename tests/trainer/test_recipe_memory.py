@@ -9,7 +9,7 @@ from agentic_rl.config import load_config
 from agentic_rl.trainer.recipe import train
 from agentic_rl.trainer.run_dir import MetricsLog
 from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore
-from tests.recipe_settings import SIMPLE_SAMPLING
+from tests.recipe_settings import TWO_STEP_SMOKE
 
 
 def test_memory_recall_two_step_smoke_run(tiny_model_dir, tmp_path):
@@ -20,15 +20,7 @@ def test_memory_recall_two_step_smoke_run(tiny_model_dir, tmp_path):
             "memory-recall-v0",
             [
                 f"model.path='{tiny_model_dir}'",
-                "model.num_threads=1",
-                "warmup.num_demos=2",
-                "warmup.batch_size=2",
-                "algorithm.steps=2",
-                *SIMPLE_SAMPLING,
-                "algorithm.tasks_per_step=2",
-                "algorithm.group_size=2",
-                "eval.size=2",
-                "eval.base=false",
+                *TWO_STEP_SMOKE,
                 f"output_dir='{tmp_path}'",
             ],
         ),

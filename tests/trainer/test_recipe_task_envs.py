@@ -13,19 +13,9 @@ from agentic_rl.cli.main import env_overrides, main
 from agentic_rl.config import load_config
 from agentic_rl.tools.sandbox.bwrap import bwrap_available
 from agentic_rl.trainer.run_dir import MetricsLog
-from tests.recipe_settings import SIMPLE_SAMPLING
+from tests.recipe_settings import TWO_STEP_SMOKE
 
-SMOKE = [
-    "model.num_threads=1",
-    "warmup.num_demos=2",
-    "warmup.batch_size=2",
-    "algorithm.steps=2",
-    *SIMPLE_SAMPLING,
-    "algorithm.tasks_per_step=2",
-    "algorithm.group_size=2",
-    "eval.size=2",
-    "eval.base=false",
-]
+SMOKE = list(TWO_STEP_SMOKE)
 
 
 def test_env_budgets_fit_the_oracles():
