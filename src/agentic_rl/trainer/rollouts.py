@@ -56,7 +56,7 @@ def _rollout_round(
     finally:
         for env in envs:
             env.close()
-    # sampling.guidance: the oracle's episode in all-failed groups (off by default)
+    # sampling.guidance (on by default): the oracle's episode in all-failed groups
     return guide_round(run, scored)
 
 
