@@ -44,7 +44,14 @@ from agentic_rl.trainer.mismatch_correction import old_policy_logprobs
 from agentic_rl.trainer.run import Run, env_kwargs, loss_settings
 from agentic_rl.types import Trajectory
 
-__all__ = ["GUIDANCE_KEY", "failed_groups", "guide_round", "is_guided", "restamp_logprobs"]
+__all__ = [
+    "GUIDANCE_KEY",
+    "failed_groups",
+    "guide_round",
+    "is_guided",
+    "oracle_episodes",
+    "restamp_logprobs",
+]
 
 #: the ``info`` key marking an off-policy guidance trajectory (value: its source, "oracle")
 GUIDANCE_KEY = "guidance"
@@ -88,13 +95,19 @@ def restamp_logprobs(trajectory: Trajectory, logprobs: Sequence[float]) -> Traje
     return dataclasses.replace(trajectory, logprobs=values, turns=tuple(turns))
 
 
-def _oracle_episodes(run: Run, seeds: list[int], group_ids: list[str]) -> list[Trajectory]:
-    """The env oracle's scored episodes on ``seeds`` (one each), in the RL env configuration."""
+def oracle_episodes(
+    run: Run, seeds: Sequence[int], group_ids: Sequence[str], kwargs: dict
+) -> list[Trajectory]:
+    """The env oracle's scored episodes, one per seed, through the normal token-in/token-out
+    path (:meth:`Env.oracle_reply` as a scripted policy); ``kwargs`` are the env's constructor
+    arguments. Used for the warm-up's demonstrations and for guidance. No seeds gives []."""
     cfg = run.config
-    envs = [run.scale.make_env(cfg.env.id, **env_kwargs(run)) for _ in seeds]
+    envs = [run.scale.make_env(cfg.env.id, **kwargs) for _ in seeds]
+    if not envs:
+        return []
     try:
         oracle = ScriptedPolicy(run.chat, lambda i, _context: envs[i].oracle_reply() or "")
-        episodes = run_episodes(oracle, run.chat, envs, seeds, group_ids, cfg.rollout)
+        episodes = run_episodes(oracle, run.chat, envs, list(seeds), list(group_ids), cfg.rollout)
         return envs[0].rubric(cfg.reward).apply_batch(episodes)
     finally:
         for env in envs:
@@ -118,7 +131,7 @@ def guide_round(run: Run, trajectories: list[Trajectory]) -> list[Trajectory]:
     if not targets:
         return trajectories
     members = {g: [t for t in trajectories if t.group_id == g] for g in targets}
-    demos = _oracle_episodes(run, [members[g][0].seed for g in targets], targets)
+    demos = oracle_episodes(run, [members[g][0].seed for g in targets], targets, env_kwargs(run))
     demos = [d for d in demos if not d.failed and is_success(d)]
     if not demos:
         return trajectories

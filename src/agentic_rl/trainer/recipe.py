@@ -33,11 +33,9 @@ import torch
 
 from agentic_rl.config import TrainConfig, load_run_config, save_config
 from agentic_rl.errors import ConfigError
-from agentic_rl.policy.scripted import ScriptedPolicy
-from agentic_rl.rollout import run_episodes
 from agentic_rl.trainer.checkpoint import latest_checkpoint
 from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
-from agentic_rl.trainer.guidance import is_guided
+from agentic_rl.trainer.guidance import is_guided, oracle_episodes
 from agentic_rl.trainer.optim import make_optimizer
 from agentic_rl.trainer.outputs import export_model, write_summary
 from agentic_rl.trainer.ranks import Ranks
@@ -136,20 +134,10 @@ def oracle_demonstrations(run: Run) -> list[Trajectory]:
     seeds = run.ranks.shard(
         range(cfg.warmup.seed_start, cfg.warmup.seed_start + cfg.warmup.num_demos)
     )
-    envs = [
-        run.scale.make_env(cfg.env.id, **env_kwargs(run, **cfg.warmup.env_kwargs)) for _ in seeds
-    ]
-    oracle = ScriptedPolicy(run.chat, lambda i, _context: envs[i].oracle_reply() or "")
-    demos = (
-        run_episodes(oracle, run.chat, envs, seeds, [f"demo-{s}" for s in seeds], cfg.rollout)
-        if seeds
-        else []
-    )
-    rubric = envs[0].rubric(cfg.reward) if envs else None
-    for env in envs:
-        env.close()
+    kwargs = env_kwargs(run, **cfg.warmup.env_kwargs)
+    demos = oracle_episodes(run, seeds, [f"demo-{s}" for s in seeds], kwargs)
     # under torchrun each rank rolled out its share; every rank gets all demos, in seed order
-    return run.ranks.all_gather(rubric.apply_batch(demos) if rubric else [])
+    return run.ranks.all_gather(demos)
 
 
 def warmup(run: Run, progress: Progress) -> None:
