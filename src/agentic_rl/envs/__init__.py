@@ -6,6 +6,7 @@ from agentic_rl.envs.code_repair.env import CodeRepairEnv
 from agentic_rl.envs.games import register_game_envs
 from agentic_rl.envs.memory_recall.env import MemoryRecallEnv
 from agentic_rl.envs.registry import EnvSpec, accepts, make, register, registered
+from agentic_rl.envs.research_report.env import ResearchReportEnv
 from agentic_rl.envs.search_qa.env import SearchQAEnv
 from agentic_rl.envs.tool_env import ToolEnv
 
@@ -27,6 +28,7 @@ register_family(
 )
 register("code-repair-v0", CodeRepairEnv, CodeRepairEnv.description)
 register("search-qa-v0", SearchQAEnv, SearchQAEnv.description)
+register("research-report-v0", ResearchReportEnv, ResearchReportEnv.description)
 register_game_envs(register)  # frozenlake-v0, taxi-v0, ta-towerofhanoi-v0, ... (envs/games)
 register("memory-recall-v0", MemoryRecallEnv, MemoryRecallEnv.description)
 
@@ -41,6 +43,7 @@ __all__ = [
     "CalculatorEnv",
     "CodeRepairEnv",
     "SearchQAEnv",
+    "ResearchReportEnv",
     "MemoryRecallEnv",
     "accepts",
     "families",
