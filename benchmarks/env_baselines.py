@@ -43,6 +43,7 @@ ENV_IDS = [
     "math-python-v0",
     "code-repair-v0",
     "search-qa-v0",
+    "research-report-v0",
     "rg/basic_arithmetic-v0",
     "rg/chain_sum-v0",
     "rg/gsm_symbolic-v0",
