@@ -347,3 +347,17 @@ def test_recipe_budgets():
     # the oracle's report (at most 96 SmolLM2 tokens) after two search + open turns
     assert (config.rollout.max_turns, config.rollout.max_new_tokens) == (4, 160)
     assert config.rollout.max_total_tokens == 1536 and config.optim.lr_warmup_steps == 8
+
+
+def test_grading_never_raises_on_random_text(env):
+    import random
+
+    env.reset(seed=0)
+    pieces = ["<report>", "</report>", "[doc:", "]", DOC, "\n", "poet", "1928", " ", "Zunstead"]
+    pieces += [f"[doc:{DOC}]", "the", "ñ", "\ud800", "-", "1.", "send_email"]
+    rng = random.Random(0)
+    for _ in range(500):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(40)))
+        grade = env.verifier.grade(text, env.task)
+        scores = (grade.coverage, grade.citation_precision, grade.report_format)
+        assert all(0.0 <= s <= 1.0 for s in scores) and grade.feedback()

@@ -241,7 +241,8 @@ class ReportVerifier:
         elif not statements:
             why.append("states no fact (name, place, year, ...) the cited document could support")
         padding = [d for d in known if not any(d in s for s in support)]
-        why += [f"[doc:{d}] states none of the claim's facts" for d in padding]
+        if statements:
+            why += [f"[doc:{d}] states none of the claim's facts" for d in padding]
         if padding or len(known) < len(cited):  # a bad citation voids the whole claim
             return statements, [()] * len(statements), why
         why += [
