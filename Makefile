@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint install install-test install-vllm clean
+.PHONY: demo test lint install install-test install-vllm install-verifiers clean
 
 demo: install
 	$(BIN)/agentic-rl train $(ARGS)
@@ -55,5 +55,18 @@ $(VLLM_VENV)/.installed:
 	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server"
 	touch $@
 
+# verifiers 0.4.0 in its own virtualenv: it requires openai<3 and mcp==2.0.0, which conflict with the
+# test extra's openai 3.57 and the mcp extra's fastmcp 4.1.6. The verifiers/<taskset>-v0 adapter runs
+# its bridge (envs/adapters/verifiers_bridge.py) with .venv-verifiers/bin/python and never imports it.
+VERIFIERS_VENV ?= .venv-verifiers
+
+install-verifiers: $(VERIFIERS_VENV)/.installed
+
+$(VERIFIERS_VENV)/.installed:
+	$(PYTHON) -m venv $(VERIFIERS_VENV)
+	$(VERIFIERS_VENV)/bin/pip install -q verifiers==0.4.0
+	$(VERIFIERS_VENV)/bin/python -c "import verifiers.v1"
+	touch $@
+
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) runs
+	rm -rf $(VENV) $(VLLM_VENV) $(VERIFIERS_VENV) runs

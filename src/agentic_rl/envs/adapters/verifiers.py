@@ -1,0 +1,375 @@
+"""verifiers environments (``verifiers`` 0.4.0, in its own virtualenv) as agentic-rl envs: ``verifiers/<taskset>-v0``.
+
+A verifiers (v1) environment is a taskset package: ``<taskset>`` exports a ``vf.Taskset``
+whose tasks carry a prompt and score a rollout's trace with their ``@reward`` functions.
+``make("verifiers/vf_products-v0")`` builds a :class:`VerifiersEnv` on the taskset
+``vf_products``, which must be importable by the verifiers virtualenv's Python (installed
+there, or on ``PYTHONPATH``).
+
+Why a separate environment
+    verifiers 0.4.0 requires ``openai<3`` and ``mcp==2.0.0``; this project's test extra pins
+    openai 3.57 and its mcp extra fastmcp 4.1.6 (which needs a newer mcp). The two cannot
+    share one environment, so ``make install-verifiers`` builds ``.venv-verifiers`` and the
+    adapter talks to :mod:`agentic_rl.envs.adapters.verifiers_bridge`, run there by that
+    environment's Python, over JSON lines on stdin/stdout. This module never imports
+    verifiers. The bridge process starts on the first use, is shared by the envs of one
+    taskset in this process (it is stateless between requests), and is stopped at exit, by
+    :func:`close_bridges`, or by a finalizer.
+Which Python
+    ``python=`` if given, else ``$AGENTIC_RL_VERIFIERS_PYTHON``, else
+    ``.venv-verifiers/bin/python`` in the working directory, one of its parents, or the
+    repository holding this file.
+Supported tasksets
+    Single-turn ones: the plain ``SingleAgentEnv`` and no toolsets, which is what verifiers'
+    own chat harness does with a tool-less taskset (one model call, then scoring). A taskset
+    with its own ``Env.run`` (multi-turn games, user simulators) or with toolsets is refused
+    with the reason: verifiers 0.4.0 runs those through harness programs it installs with
+    ``uv`` at run time (network) and an interception proxy, which this adapter does not drive.
+Task
+    The seed picks task ``seed mod len(taskset)`` (the seed-th of an infinite taskset).
+Observation
+    The task's system prompt and prompt as messages.
+Action
+    ``Action.text`` (the decoded sampled text, unchanged) is the trace's one sampled assistant
+    message; the episode ends (terminated) after it.
+Reward
+    verifiers' ``Task.score`` on that trace. ``step`` returns verifiers' total (Σ score·weight
+    of its rewards). Rubric: outcome ``verifiers_reward`` = that total clipped to [0, 1]; each
+    verifiers reward ``<name>`` is the weight-0 component ``vf_<name>`` (its score) and each
+    verifiers metric is in ``info["verifiers_metrics"]``; cost ``generated_tokens``.
+Errors
+    Loud, never a silent 0: a bridge that does not start or a taskset that does not load
+    raises :class:`~agentic_rl.errors.EnvUnavailableError`; a scoring function that raises
+    raises :class:`VerifiersError` (the rollout engine marks that episode ``StopReason.ERROR``).
+Oracle
+    verifiers defines none; by the common dataset convention, the task data's ``answer`` field
+    is the oracle's reply. A taskset without it has no oracle: the ``train`` shortcut turns the
+    warm-up and guidance off, and ``check-env``'s oracle check fails with that reason.
+Snapshots
+    Not supported: rollback replays from ``reset(seed)``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import re
+import subprocess
+import threading
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.errors import AgenticRLError, EnvUnavailableError, UnknownEnvError
+from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
+from agentic_rl.rewards.components import generated_tokens
+from agentic_rl.types import Action, Message, Observation, Trajectory
+
+__all__ = [
+    "VERIFIERS_PATTERN",
+    "VerifiersBridge",
+    "VerifiersEnv",
+    "VerifiersError",
+    "close_bridges",
+    "find_verifiers_python",
+    "resolve_verifiers_id",
+]
+
+VERIFIERS_PATTERN = "verifiers/<taskset>-v0"
+VERIFIERS_PREFIX = "verifiers/"
+_VERIFIERS_ID = re.compile(r"^verifiers/([A-Za-z_][A-Za-z0-9_.]*)-v(\d+)$")
+PYTHON_ENV_VAR = "AGENTIC_RL_VERIFIERS_PYTHON"
+VENV_NAME = ".venv-verifiers"
+INSTALL = "make install-verifiers"
+BRIDGE = Path(__file__).with_name("verifiers_bridge.py")
+
+
+class VerifiersError(AgenticRLError, RuntimeError):
+    """verifiers answered a request with an error (a scoring function raised, a bad task)."""
+
+
+def find_verifiers_python(python: str | os.PathLike | None = None) -> Path:
+    """The Python of the verifiers virtualenv (order in the module docstring).
+
+    Raises:
+        EnvUnavailableError: none exists (the message says how to build it).
+    """
+    python = python or os.environ.get(PYTHON_ENV_VAR) or None
+    if python is not None:
+        path = Path(python).expanduser()
+        if not path.is_file():
+            raise EnvUnavailableError(f"verifiers python not found: {path}")
+        return path
+    for root in [Path.cwd(), *Path.cwd().parents, *Path(__file__).resolve().parents]:
+        candidate = root / VENV_NAME / "bin" / "python"
+        if candidate.is_file():
+            return candidate
+    raise EnvUnavailableError(
+        f"verifiers/* envs need verifiers in its own virtualenv ({VENV_NAME}/bin/python in the "
+        f"working directory or the repository, or ${PYTHON_ENV_VAR}); build it with `{INSTALL}`"
+    )
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """Close the bridge's stdin (it exits at EOF); kill it after 10 s. Never raises."""
+    if process.poll() is None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()  # type: ignore[union-attr]
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    for pipe in (process.stdin, process.stdout):
+        with contextlib.suppress(OSError):
+            pipe.close()  # type: ignore[union-attr]
+
+
+class VerifiersBridge:
+    """One bridge process for one taskset (module docstring); requests are serialised by a lock.
+
+    Args:
+        taskset: the verifiers taskset id.
+        python: the verifiers virtualenv's Python (:func:`find_verifiers_python`).
+        config: fields of the taskset's ``TasksetConfig`` (besides ``id``).
+
+    Raises:
+        EnvUnavailableError: no verifiers Python, or the taskset did not load (with the reason).
+    """
+
+    def __init__(self, taskset: str, python: Path, config: dict[str, Any] | None = None):
+        self.taskset = taskset
+        self.process = subprocess.Popen(
+            # -P: the script's folder (which holds this module, verifiers.py) is not on sys.path
+            [str(python), "-P", str(BRIDGE)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+        )
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _stop, self.process)
+        try:
+            loaded = self.request({"op": "load", "taskset": taskset, "config": config or {}})
+        except VerifiersError as exc:
+            self.close()
+            raise EnvUnavailableError(
+                f"verifiers taskset {taskset!r} did not load: {exc}"
+            ) from None
+        self.num_tasks: int | None = loaded["num_tasks"]
+        self.reward_names: list[str] = list(loaded["rewards"])
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send one request and return its answer.
+
+        Raises:
+            VerifiersError: the answer is an error, or the bridge exited.
+        """
+        with self._lock:
+            try:
+                self.process.stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
+                self.process.stdin.flush()  # type: ignore[union-attr]
+                line = self.process.stdout.readline()  # type: ignore[union-attr]
+            except OSError as exc:
+                line, why = "", str(exc)
+            else:
+                why = f"exit code {self.process.poll()}"
+        if not line:
+            raise VerifiersError(f"the verifiers bridge for {self.taskset!r} exited ({why})")
+        answer = json.loads(line)
+        if not answer.get("ok"):
+            raise VerifiersError(f"verifiers ({self.taskset}): {answer.get('error')}")
+        return answer
+
+    def close(self) -> None:
+        """Stop the process (safe to call twice)."""
+        self._finalizer()
+
+
+_BRIDGES: dict[tuple[str, str], VerifiersBridge] = {}
+_BRIDGES_LOCK = threading.Lock()
+
+
+def bridge_for(taskset: str, python: str | os.PathLike | None = None) -> VerifiersBridge:
+    """The shared bridge of ``taskset`` for that Python, started on first use.
+
+    Raises:
+        EnvUnavailableError: see :class:`VerifiersBridge`.
+    """
+    path = find_verifiers_python(python)
+    key = (str(path), taskset)
+    with _BRIDGES_LOCK:
+        bridge = _BRIDGES.get(key)
+        if bridge is None or bridge.process.poll() is not None:
+            bridge = _BRIDGES[key] = VerifiersBridge(taskset, path)
+        return bridge
+
+
+@atexit.register
+def close_bridges() -> None:
+    """Stop every shared bridge process (also run at interpreter exit). Never raises."""
+    with _BRIDGES_LOCK:
+        bridges = list(_BRIDGES.values())
+        _BRIDGES.clear()
+    for bridge in bridges:
+        bridge.close()
+
+
+class VerifiersEnv(Env):
+    """A single-turn verifiers taskset behind the bridge (see the module docstring).
+
+    Args:
+        taskset: the verifiers taskset id (an importable package of the verifiers Python).
+        python: the verifiers virtualenv's Python (None: :func:`find_verifiers_python`).
+
+    Raises:
+        EnvUnavailableError: no verifiers Python, or the taskset did not load or is not
+            single-turn (the message says why).
+    """
+
+    description = "A verifiers taskset (own virtualenv, `make install-verifiers`)"
+    #: config keys the ``train --env`` shortcut sets before the user's ``--set``
+    recipe_overrides: dict[str, Any] = {"rollout.max_new_tokens": 96}
+
+    def __init__(self, taskset: str, python: str | None = None):
+        self.taskset = taskset
+        self.bridge = bridge_for(taskset, python)
+        self._seed: int | None = None
+        self._answer: str | None = None
+        self._done = False
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """The prompt of the task of ``seed`` (random if None).
+
+        Raises:
+            VerifiersError: the bridge failed to give the task.
+        """
+        seed = self.episode_seed(seed)
+        task = self.bridge.request({"op": "task", "seed": seed})
+        self._seed, self._answer, self._done = seed, task["answer"], False
+        messages = tuple(Message(m["role"], m["content"]) for m in task["messages"])
+        return Observation(messages=messages), {"verifiers_task": task["name"]}
+
+    def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """Score ``action.text`` with the task's own rewards; the episode ends.
+
+        Raises:
+            EpisodeNotStartedError: before ``reset``.
+            EpisodeEndedError: after the episode ended.
+            VerifiersError: a verifiers scoring function raised (named in the message).
+        """
+        if self._seed is None:
+            raise EpisodeNotStartedError("step() called before reset()")
+        if self._done:
+            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
+        self._done = True
+        scored = self.bridge.request({"op": "score", "seed": self._seed, "reply": action.text})
+        skipped = sorted(k for k, v in scored["rewards"].items() if v is None)
+        if skipped:
+            raise VerifiersError(f"verifiers ({self.taskset}): rewards {skipped} were not scored")
+        total = float(scored["reward"])
+        info = {
+            "verifiers_reward": total,
+            "verifiers_rewards": {k: float(v[0]) for k, v in scored["rewards"].items()},
+            "verifiers_weights": {k: float(v[1]) for k, v in scored["rewards"].items()},
+            "verifiers_metrics": scored["metrics"],
+        }
+        return Observation(messages=()), total, True, False, info
+
+    def oracle_reply(self) -> str | None:
+        """The task data's ``answer`` (None: the taskset has no answer field, or no episode)."""
+        return None if self._seed is None or self._done else self._answer
+
+    def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
+        """Default rubric (components in the module docstring)."""
+        named = [
+            RewardFunction(f"vf_{name}", RewardGroup.OUTCOME, _one_reward(name), weight=0.0)
+            for name in self.bridge.reward_names
+        ]
+        return Rubric(
+            [
+                RewardFunction("verifiers_reward", RewardGroup.OUTCOME, verifiers_reward),
+                *named,
+                RewardFunction(
+                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
+                ),
+            ],
+            weights,
+        )
+
+
+def verifiers_reward(trajectory: Trajectory) -> float:
+    """verifiers' total reward clipped to [0, 1]; 0 when the episode has no scored turn."""
+    if trajectory.turns and trajectory.terminated:
+        return min(1.0, max(0.0, float(trajectory.turns[-1].info.get("verifiers_reward", 0.0))))
+    return 0.0
+
+
+def _one_reward(name: str) -> Callable[[Trajectory], float]:
+    """The score of verifiers' reward ``name`` on the trajectory's last turn (0 when absent)."""
+
+    def component(trajectory: Trajectory) -> float:
+        if not trajectory.turns:
+            return 0.0
+        return float(trajectory.turns[-1].info.get("verifiers_rewards", {}).get(name, 0.0))
+
+    component.__name__ = f"vf_{name}"
+    return component
+
+
+def resolve_verifiers_id(env_id: str) -> tuple[Callable[..., Env], str]:
+    """``(factory, description)`` for a ``verifiers/<taskset>-v0`` id; the factory takes ``python``.
+
+    Raises:
+        UnknownEnvError: the id is not of the form ``verifiers/<taskset>-v0``.
+        EnvUnavailableError: no verifiers virtualenv, or the taskset does not load.
+    """
+    match = _VERIFIERS_ID.match(env_id)
+    if match is None or match.group(2) != "0":
+        raise UnknownEnvError(
+            f"unknown env id {env_id!r}: ids of this family look like {VERIFIERS_PATTERN}, with "
+            "a verifiers taskset importable by the verifiers virtualenv"
+        )
+    taskset = match.group(1)
+    bridge = bridge_for(taskset)  # loads the taskset: a wrong id fails here, with the reason
+
+    def factory(python: str | None = None) -> VerifiersEnv:
+        return VerifiersEnv(taskset, python=python)
+
+    overrides = dict(VerifiersEnv.recipe_overrides)
+    has_answer = bridge.request({"op": "task", "seed": 0})["answer"] is not None
+    if not has_answer:  # no demonstrations and no guidance without an oracle
+        overrides.update({"warmup.enabled": False, "sampling.guidance": "off"})
+    factory.recipe_overrides = overrides  # type: ignore[attr-defined]
+    return factory, f"verifiers taskset {taskset} (single-turn)"
+
+
+def verifiers_tasksets() -> list[str]:
+    """No listing: a taskset is any importable package of the verifiers Python. Returns []."""
+    return []
+
+
+def register_verifiers_family() -> None:
+    """Register the ``verifiers/<taskset>-v0`` family (lazy: nothing starts until an id is resolved).
+
+    Raises:
+        ValueError: the family is already registered.
+    """
+    from agentic_rl.envs.registry import EnvFamily, register_family
+
+    register_family(
+        EnvFamily(
+            VERIFIERS_PATTERN,
+            VERIFIERS_PREFIX,
+            resolve_verifiers_id,
+            "verifiers single-turn tasksets, in their own virtualenv (make install-verifiers)",
+            verifiers_tasksets,
+        )
+    )
