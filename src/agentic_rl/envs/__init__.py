@@ -33,6 +33,9 @@ register_game_envs(register)  # frozenlake-v0, taxi-v0, ta-towerofhanoi-v0, ... 
 register("memory-recall-v0", MemoryRecallEnv, MemoryRecallEnv.description)
 
 import agentic_rl.envs.adapters  # noqa: E402,F401 - registers the adapter families (skyrl/<env>-v0)
+from agentic_rl.envs.web.miniwob import register_miniwob_family  # noqa: E402
+
+register_miniwob_family()  # miniwob/<task>-v0 (extra 'web'; selenium is imported when one starts)
 
 __all__ = [
     "Env",

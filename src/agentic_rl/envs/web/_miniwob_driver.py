@@ -1,0 +1,102 @@
+"""The miniwob package's own Gymnasium env, with its browser started by :class:`Browser`.
+
+Imported only when a ``miniwob/<task>-v0`` env starts its browser (it imports ``miniwob``).
+``MiniWoBEnvironment`` drives the task page (seeding, ``core.startEpisodeReal``, reward and
+done); :class:`GuardedInstance` replaces only how its ``SeleniumInstance`` starts and stops
+Chromium: through :class:`~agentic_rl.tools.browser.launch.Browser` (Debian's binaries, offline
+flags, a watchdog, no leftover process) instead of ``webdriver.Chrome`` with default options.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from miniwob.environment import MiniWoBEnvironment
+from miniwob.selenium_instance import SeleniumInstance
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.wait import WebDriverWait
+
+from agentic_rl.tools.browser.actions import TRACK_TIMERS_JS
+from agentic_rl.tools.browser.launch import Browser, BrowserConfig
+
+__all__ = ["GuardedInstance", "GuardedMiniWoB", "TURN_CLOCK_MAX_TIME_MS"]
+
+#: the page's own timer under the turn clock: never reached (setTimeout's limit is 2**31 - 1 ms)
+TURN_CLOCK_MAX_TIME_MS = 1_000_000_000
+
+
+class GuardedInstance(SeleniumInstance):
+    """MiniWoB's Selenium instance, its Chromium started and closed by :class:`Browser`.
+
+    Args:
+        browser_config: where the binaries are, the window.
+        turn_clock: replace the page's wall-clock episode timer by one that never fires (the
+            env then times the episode in actions); the task's own limit is kept in
+            ``max_time_ms``.
+        kwargs: ``SeleniumInstance``'s own arguments.
+    """
+
+    def __init__(self, browser_config: BrowserConfig, turn_clock: bool, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.browser = Browser(browser_config)
+        self.turn_clock = turn_clock
+        self.max_time_ms = 10_000.0
+
+    def create_driver(self) -> None:
+        """Start Chromium, open the task page and wait for MiniWoB's start screen.
+
+        Raises:
+            selenium.common.WebDriverException / TimeoutException: the page did not load (the
+                browser is closed first).
+        """
+        try:
+            self.driver = self.browser.start()
+            self.driver.implicitly_wait(0)  # a missing ref is an answer, not a 5 s wait
+            self.driver.get(self.url)
+            WebDriverWait(self.driver, 10).until(
+                EC.element_to_be_clickable((By.ID, self.SYNC_SCREEN_ID))
+            )
+            self.inner_width, self.inner_height = self.driver.execute_script(
+                "return [window.innerWidth, window.innerHeight];"
+            )
+            self.max_time_ms = float(self.driver.execute_script("return core.EPISODE_MAX_TIME;"))
+            if self.turn_clock:
+                self.driver.execute_script(f"core.EPISODE_MAX_TIME = {TURN_CLOCK_MAX_TIME_MS};")
+            self.driver.execute_script(TRACK_TIMERS_JS)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the browser (no process left); idempotent, never raises."""
+        self.browser.close()
+        self.died = True
+
+
+class GuardedMiniWoB(MiniWoBEnvironment):
+    """``MiniWoBEnvironment`` whose instance is a :class:`GuardedInstance`.
+
+    Args:
+        task: the MiniWoB task name (``click-button``).
+        browser_config: see :class:`GuardedInstance`.
+        turn_clock: see :class:`GuardedInstance`.
+    """
+
+    def __init__(self, task: str, browser_config: BrowserConfig, turn_clock: bool):
+        self._browser_config, self._turn_clock = browser_config, turn_clock
+        super().__init__(subdomain=task)
+
+    def _hard_reset_instance(self) -> None:
+        if getattr(self, "instance", None) is not None:
+            self.instance.close()
+        self.instance = GuardedInstance(
+            self._browser_config, self._turn_clock, index=0, **self.instance_kwargs
+        )
+        self.instance.start()
+        self.instance.wait()
+
+    @property
+    def driver(self) -> Any:
+        """The Selenium driver of the running instance."""
+        return self.instance.driver
