@@ -51,6 +51,7 @@ Snapshots
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -370,10 +371,8 @@ def resolve_miniwob_id(env_id: str) -> tuple[Callable[..., Env], str]:
         )
     task = match.group(1)
     _require_web()
-
-    def factory(**kwargs: Any) -> MiniWoBEnv:
-        return MiniWoBEnv(task, **kwargs)
-
+    # a partial keeps MiniWoBEnv's keywords visible to registry.accepts (audit_path, run_id)
+    factory = functools.partial(MiniWoBEnv, task)
     factory.recipe_overrides = MiniWoBEnv.recipe_overrides  # type: ignore[attr-defined]
     return factory, f"MiniWoB++ {task}: {MINIWOB_TASKS[task].description} (headless Chromium)"
 

@@ -250,7 +250,10 @@ class Browser:
                 watchdog.kill()
 
     def __del__(self) -> None:
-        self.close()
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit; the watchdog cleans up anyway
+            pass
 
 
 def _remove_tree(path: str, attempts: int = 5) -> None:
