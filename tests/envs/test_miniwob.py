@@ -260,3 +260,31 @@ def test_no_process_left_after_the_owning_process_is_killed():
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+def test_screenshots_are_stored_with_the_trajectory_and_shown_in_the_viewer(tmp_path):
+    import base64
+
+    from selenium.webdriver.common.by import By
+
+    from agentic_rl.trajectories.serialize import trajectory_to_record
+    from agentic_rl.trajectories.viewer import write_view
+
+    env = make("miniwob/click-option-v0", screenshots=True)
+    try:
+        trajectory = env.rubric().apply(play_oracle(env, 0, max_turns=6))
+        assert len(trajectory.turns) == 2  # click the radio button, then Submit
+        png = base64.b64decode(trajectory.info["screenshot_png"])  # the reset page
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "screenshot_png" in trajectory.turns[0].info
+        assert "screenshot_png" not in trajectory.turns[1].info  # the episode ended there
+        page = write_view(tmp_path / "view.html", [trajectory_to_record(trajectory)])
+        driver = env._driver()  # the env's own browser shows the viewer page
+        driver.get(page.as_uri())
+        driver.find_element(By.CSS_SELECTOR, "#rows tr").click()
+        shots = driver.find_elements(By.CSS_SELECTOR, "#d-chat img.shot")
+        widths = [driver.execute_script("return arguments[0].naturalWidth;", s) for s in shots]
+        assert len(shots) == 2 and all(w > 0 for w in widths)
+        assert "Page:" in driver.find_element(By.ID, "d-chat").text  # the page after a tool turn
+    finally:
+        env.close()

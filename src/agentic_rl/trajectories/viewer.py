@@ -2,7 +2,8 @@
 
 :func:`build_view` turns records into one HTML file: a filterable list (env, phase, step,
 reward range, stop reason, id) and, for the selected trajectory, the conversation with tool
-calls and results, the reward components, and the token stream coloured by loss mask or by
+calls and results (and the screenshots an env put in ``info["screenshot_png"]``, a base64 PNG, on
+reset or on a turn), the reward components, and the token stream coloured by loss mask or by
 advantage (hover a token for its id, mask, logprob and advantage), with a marker where the
 context was rebuilt (``segment_starts``: each segment is trained as its own sequence). Everything (CSS, JS,
 data) is inline: the file opens from disk with no network. :func:`serve` shows it on
@@ -65,6 +66,7 @@ def _view_item(record: dict[str, Any]) -> dict[str, Any]:
                 "tool_results": t["tool_results"],
                 "observation": None if obs is None else obs["messages"],
                 "reward": t["reward"],
+                "screenshot": (t.get("info") or {}).get("screenshot_png"),
             }
         )
     return {
@@ -79,6 +81,7 @@ def _view_item(record: dict[str, Any]) -> dict[str, Any]:
         "stop_reason": record["stop_reason"],
         "reward_components": record["reward_components"],
         "prompt": _prompt(record),
+        "screenshot": (record.get("info") or {}).get("screenshot_png"),
         "turns": turns,
         "token_ids": record["token_ids"],
         "loss_mask": record["loss_mask"],

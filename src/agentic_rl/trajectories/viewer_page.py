@@ -28,6 +28,7 @@ tbody tr{cursor:pointer} tbody tr:hover{background:#f3f7ff} tr.sel{background:#d
 .m0{background:#e8e8e8;color:#777}.m1{background:#c9f0c9}
 .seg{border-top:2px dashed #b06000;color:#b06000;font:12px sans-serif;margin:6px 0 2px}
 .nodata{color:#888;font-style:italic}
+img.shot{display:block;border:1px solid #ccc;margin:.35em 0;max-width:100%}
 </style></head>
 <body>
 <div id="left">
@@ -64,6 +65,8 @@ const T = DATA.trajectories;
 const $ = (id) => document.getElementById(id);
 function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls;
   if (text !== undefined && text !== null) e.textContent = String(text); return e; }
+function shot(png) { const i = el("img", "shot"); i.alt = "screenshot";
+  i.src = "data:image/png;base64," + png; return i; }
 function fmt(x) {
   return (x === null || x === undefined) ? "–"
     : (typeof x === "number" ? (Number.isInteger(x) ? String(x) : x.toFixed(4)) : String(x));
@@ -117,6 +120,7 @@ function openTrajectory(i) {
   });
   const chat = $("d-chat"); chat.replaceChildren();
   t.prompt.forEach(m => chat.appendChild(message(m.role, m.content)));
+  if (t.screenshot) chat.appendChild(shot(t.screenshot));
   t.turns.forEach(turn => {
     const a = message("assistant", turn.text); a.dataset.turn = turn.index;
     turn.tool_calls.forEach(c => a.appendChild(el("div", "call", "→ " + c.name + " " + c.arguments)));
@@ -124,8 +128,10 @@ function openTrajectory(i) {
     chat.appendChild(a);
     turn.tool_results.forEach(
       r => chat.appendChild(message("tool", (r.ok ? "" : "[error] ") + r.name + ": " + r.content)));
-    if (!turn.tool_results.length && turn.observation)
-      turn.observation.forEach(m => chat.appendChild(message(m.role, m.content)));
+    if (turn.observation)  // tool messages are shown from the results; other messages (a page) here
+      turn.observation.filter(m => !turn.tool_results.length || m.role !== "tool")
+        .forEach(m => chat.appendChild(message(m.role, m.content)));
+    if (turn.screenshot) chat.appendChild(shot(turn.screenshot));
     if (turn.reward) chat.appendChild(el("div", "role", "turn reward " + fmt(turn.reward)));
   });
   renderTokens();

@@ -12,7 +12,8 @@ Observation
     :func:`~agentic_rl.tools.browser.snapshot.take_snapshot` (one line per element with its
     ``[ref]``, role, text, value, state; refs start at 1 every episode). After a turn: one
     ``tool`` message per action, then a user message with the page as it is now (or how the
-    task ended).
+    task ended). With ``screenshots=True`` also a PNG of the task area in
+    ``info["screenshot_png"]`` (base64), stored with the trajectory and shown by the viewer.
 Actions
     Tool calls ``click(ref)``, ``type(ref, text)``, ``press(key)``, ``select(ref, option)``,
     ``scroll(target, direction)`` (:mod:`agentic_rl.tools.browser.actions`), run through the
@@ -105,6 +106,10 @@ class MiniWoBEnv(ToolEnv):
         seconds_per_action: the turn clock's seconds per action, > 0.
         settle_s: the most seconds to let the page settle after an action.
         max_lines: the page rendering's line limit.
+        screenshots: put a PNG of the task area (base64) in ``info["screenshot_png"]`` on reset
+            and after every turn that does not end the episode (for multimodal policies; the
+            trajectory stores it and ``agentic-rl view`` shows it). Off by default: about 10 KB
+            a turn, and a blinking caret can make two replays' pixels differ.
         chromium, chromedriver: binary paths (None: found on ``PATH``).
         permissions: a ``[tools.permissions]`` table; None allows the five tools by their
             side-effect classes (:data:`~agentic_rl.tools.browser.actions.SIDE_EFFECTS`).
@@ -132,6 +137,7 @@ class MiniWoBEnv(ToolEnv):
         seconds_per_action: float = 1.0,
         settle_s: float = 1.5,
         max_lines: int = 120,
+        screenshots: bool = False,
         chromium: str | None = None,
         chromedriver: str | None = None,
         permissions: dict[str, Any] | None = None,
@@ -146,7 +152,7 @@ class MiniWoBEnv(ToolEnv):
             raise ValueError(f"seconds_per_action must be > 0, got {seconds_per_action}")
         self.task = MINIWOB_TASKS[task]
         self.clock, self.seconds_per_action = clock, float(seconds_per_action)
-        self.max_lines = int(max_lines)
+        self.max_lines, self.screenshots = int(max_lines), bool(screenshots)
         self.browser_config = BrowserConfig(chromium=chromium, chromedriver=chromedriver)
         _require_web(self.browser_config)
         self._mw: Any = None
@@ -174,6 +180,17 @@ class MiniWoBEnv(ToolEnv):
         if self._mw is None:
             raise RuntimeError("the browser is not running; call reset() first")
         return self._mw.driver
+
+    def _screenshot(self) -> dict[str, str]:
+        """``{"screenshot_png": base64 PNG of MiniWoB's task area}`` when screenshots are on."""
+        if not self.screenshots:
+            return {}
+        from selenium.webdriver.common.by import By
+
+        shot = self._guarded(
+            lambda: self._driver().find_element(By.ID, "wrap").screenshot_as_base64
+        )
+        return {"screenshot_png": shot}
 
     def _snapshot(self, reset_refs: bool = False) -> PageSnapshot:
         self.page = take_snapshot(self._driver(), skip=SKIP, reset_refs=reset_refs)
@@ -234,7 +251,8 @@ class MiniWoBEnv(ToolEnv):
         self.utterance, self._actions_taken = str(obs["utterance"]), 0
         text = f"Task: {self.utterance}\n\nPage:\n{self.page.render(self.max_lines)}"
         info = {"task": self.task.name, "kind": self.task.kind, "utterance": self.utterance}
-        return self.first_observation(text), {**info, "max_time_s": self.max_time_s}
+        info.update(max_time_s=self.max_time_s, **self._screenshot())
+        return self.first_observation(text), info
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Run the action's tool calls in the page, then read MiniWoB's reward (module docstring).
@@ -281,6 +299,7 @@ class MiniWoBEnv(ToolEnv):
             success=(raw + 1.0) / 2.0 if done else 0.0,
             time_penalty=max(0.0, raw) * (1.0 - factor) if done else 0.0,
             reason=None if reason is None else str(reason),
+            **({} if done else self._screenshot()),
         )
         obs = Observation(
             messages=(*obs.messages, Message("user", page)),
