@@ -22,7 +22,18 @@ Observation
 Action
     ``Action.text`` (the decoded sampled text, unchanged: no re-tokenization, no parsing) is
     put in the action's one string field, found in the server's ``/schema`` (or named with
-    ``action_field``). Tool calls are not mapped (OpenEnv's MCP envs are not supported).
+    ``action_field``).
+MCP envs (OpenEnv RFC 003: the server takes ``ListToolsAction``/``CallToolAction``)
+    On reset the adapter lists the tools (``list_tools``) and offers them: the observation's
+    ``tools`` and a system message with their schemas. A step runs the action's tool calls
+    (parsed by the engine) in order, each as one ``call_tool`` step, through a
+    :class:`~agentic_rl.tools.governance.executor.ToolExecutor` (permission policy, audit log,
+    typed ``ToolResult`` s, one ``tool`` message each). A call's text is the result's text
+    blocks; OpenEnv's ``error`` (unknown tool, bad arguments, the tool raised) is an error
+    result. The step's reward is the sum of its calls' rewards; a call answered ``done`` ends
+    the episode and the turn's later calls are not run. A reply without tool calls gets a
+    ``user`` message saying the env acts through tools (reward 0). The tools run in the
+    server's process, not in agentic-rl's sandbox.
 Reward
     ``step`` returns OpenEnv's reward of the step (None counts 0, kept as None in
     ``info["openenv_reward"]``). Rubric: outcome ``openenv_outcome`` = the final reward of an
@@ -34,7 +45,7 @@ Errors
     :class:`~agentic_rl.errors.EnvUnavailableError` (with its stderr), an error answered by the
     server on ``reset``/``step`` (the env raised, the action failed validation) raises
     :class:`OpenEnvError`, so the rollout engine marks the episode ``StopReason.ERROR`` and
-    excludes it from training.
+    excludes it from training. In an MCP env a failed call is that call's error result.
 Horizon
     OpenEnv's ``done`` ends the episode (terminated); ``max_turns`` steps without it truncate.
 Oracle
@@ -51,26 +62,24 @@ Reference: OpenEnv ``openenv/core/env_server/http_server.py`` (routes, WebSocket
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import importlib
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
 import weakref
 from collections.abc import Callable
 from typing import Any
 
+from agentic_rl.envs.adapters.openenv_server import OpenEnvServer, shut
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
 from agentic_rl.errors import AgenticRLError, EnvUnavailableError, UnknownEnvError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
 from agentic_rl.rewards.components import generated_tokens
+from agentic_rl.tools.definition.prompt import render_tool_system_prompt
+from agentic_rl.tools.definition.tool import Tool
+from agentic_rl.tools.governance.audit import AuditLog
+from agentic_rl.tools.governance.executor import ToolExecutor
+from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.types import Action, Message, Observation, Trajectory
 
 __all__ = [
@@ -87,6 +96,7 @@ OPENENV_PREFIX = "openenv/"
 _OPENENV_ID = re.compile(r"^openenv/([A-Za-z_][A-Za-z0-9_.]*)-v(\d+)$")
 INSTALL = "pip install 'agentic-rl[openenv]'"
 _OBS_SKIP = ("done", "reward", "metadata")
+MCP_INSTRUCTIONS = "Act in this environment by calling its tools."
 
 #: scripted policies by module: ``oracle(observation_dict) -> reply or None``
 _ORACLES: dict[str, Callable[[dict[str, Any]], str | None]] = {}
@@ -114,105 +124,6 @@ def _require_openenv() -> Any:
         ) from None
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class OpenEnvServer:
-    """One OpenEnv server process on 127.0.0.1 (see the module docstring).
-
-    Args:
-        app: the ASGI app as uvicorn takes it, ``"<module>.server.app:app"``.
-        python: the interpreter that runs it (default: this one).
-        start_timeout_s: seconds to wait for ``/health`` before giving up.
-    """
-
-    def __init__(self, app: str, python: str | None = None, start_timeout_s: float = 90.0):
-        self.app, self.python, self.start_timeout_s = app, python or sys.executable, start_timeout_s
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-        self._log: Any = None
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:<port>`` of the running server."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        """Start the process and wait until ``/health`` answers 200.
-
-        Raises:
-            EnvUnavailableError: the process exited or did not answer within
-                ``start_timeout_s`` (the message holds the tail of its stderr).
-        """
-        self.port = _free_port()
-        self._log = tempfile.TemporaryFile()
-        argv = [self.python, "-m", "uvicorn", self.app, "--host", "127.0.0.1"]
-        argv += ["--port", str(self.port), "--log-level", "warning"]
-        self.process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=self._log,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            time.sleep(0.1)
-        why = (
-            "exited"
-            if self.process.poll() is not None
-            else f"not ready in {self.start_timeout_s} s"
-        )
-        tail = self.log_tail()
-        self.stop()
-        raise EnvUnavailableError(f"the OpenEnv server {self.app!r} {why}: {tail}")
-
-    def log_tail(self, chars: int = 2000) -> str:
-        """The last ``chars`` characters the process wrote to stdout/stderr ("" when none)."""
-        if self._log is None or self._log.closed:
-            return ""
-        self._log.seek(0)
-        return self._log.read().decode("utf-8", "replace")[-chars:].strip()
-
-    def schema(self) -> dict[str, Any]:
-        """The server's ``/schema`` (action, observation and state JSON Schemas)."""
-        with urllib.request.urlopen(f"{self.base_url}/schema", timeout=10) as response:
-            return json.loads(response.read())
-
-    def stop(self) -> None:
-        """Terminate the process group (kill after 10 s); safe to call twice, never raises."""
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        if self._log is not None:
-            self._log.close()
-
-
-def _shut(server: OpenEnvServer, client_box: list[Any]) -> None:
-    """Close the client (if any) and stop the server; the finalizer and ``close`` call it."""
-    for client in client_box:
-        with contextlib.suppress(Exception):
-            client.close()
-    client_box.clear()
-    server.stop()
-
-
 def _action_field(schema: dict[str, Any]) -> str:
     """The one string field of an action JSON Schema (``metadata`` apart).
 
@@ -227,6 +138,15 @@ def _action_field(schema: dict[str, Any]) -> str:
             f"gets the reply with action_field=... (fields: {sorted(props)})"
         )
     return names[0]
+
+
+def _tool_text(result: Any) -> str:
+    """The text of an MCP ``call_tool`` result: its text blocks joined, else its JSON. Never raises."""
+    if isinstance(result, dict) and isinstance(result.get("content"), list):
+        texts = [b.get("text", "") for b in result["content"] if isinstance(b, dict)]
+        if any(texts):
+            return "\n".join(t for t in texts if t)
+    return json.dumps(result, default=str)
 
 
 def render_observation(observation: dict[str, Any]) -> str:
@@ -244,12 +164,17 @@ class OpenEnvEnv(Env):
     Args:
         module: the OpenEnv env package (its ``server.app:app`` is served).
         max_turns: horizon in steps, >= 1.
-        action_field: the action field that gets the reply; None finds the one string field.
+        action_field: the action field that gets the reply; None finds the one string field
+            (ignored for an MCP env).
         reward_range: ``(low, high)`` of the env's final reward, mapped to [0, 1]; low < high.
         python: the interpreter that runs the server (default: this one).
+        permissions: a ``[tools.permissions]`` table for an MCP env's tools (default: each
+            tool allowed, side effect ``workspace_write``: it changes the env's state).
+        audit_path: JSON-lines audit log of every MCP tool call; None audits nothing.
+        run_id: written into every audit record.
 
     Raises:
-        ValueError: ``max_turns`` < 1 or an empty ``reward_range``.
+        ValueError: ``max_turns`` < 1, an empty ``reward_range``, a wrong ``permissions`` table.
         EnvUnavailableError: ``openenv-core`` is not installed (the message names the extra).
     """
 
@@ -264,6 +189,9 @@ class OpenEnvEnv(Env):
         action_field: str | None = None,
         reward_range: tuple[float, float] = (0.0, 1.0),
         python: str | None = None,
+        permissions: dict[str, Any] | None = None,
+        audit_path: str | None = None,
+        run_id: str = "",
     ):
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
@@ -274,18 +202,26 @@ class OpenEnvEnv(Env):
         self._generic = _require_openenv()
         self.module, self.max_turns, self.action_field = module, int(max_turns), action_field
         self.reward_range = (float(reward_range[0]), float(reward_range[1]))
+        self.permissions = None if permissions is None else PermissionPolicy.from_dict(permissions)
+        self._audit = AuditLog(audit_path) if audit_path else None
+        self._context = {"run_id": run_id}
         self.server = OpenEnvServer(f"{module}.server.app:app", python)
         self._client: list[Any] = []  # the sync client, once the server runs
-        self._finalizer = weakref.finalize(self, _shut, self.server, self._client)
+        self._finalizer = weakref.finalize(self, shut, self.server, self._client)
+        self.mcp = False  # the server takes OpenEnv's MCP actions (RFC 003 tools)
+        self.executor: ToolExecutor | None = None
         self._obs: dict[str, Any] | None = None
-        self._done, self._turn = False, 0
+        self._done, self._turn, self._trajectory_id = False, 0, ""
+        self._turn_reward, self._turn_done, self._turn_obs = 0.0, False, []
 
     def _connect(self) -> Any:
         """The sync client of this env's server, starting the server on first use."""
         if not self._client:
             self.server.start()
-            if self.action_field is None:
-                self.action_field = _action_field(self.server.schema().get("action", {}))
+            schema = self.server.schema().get("action", {})
+            self.mcp = {"tool_name", "arguments"} <= set(schema.get("properties", {}))
+            if self.action_field is None and not self.mcp:
+                self.action_field = _action_field(schema)
             client = self._generic.GenericEnvClient(base_url=self.server.base_url).sync()
             self._client.append(client)
         return self._client[0]
@@ -301,7 +237,8 @@ class OpenEnvEnv(Env):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        """OpenEnv's ``reset(seed=...)`` on this env's session (the server starts if needed).
+        """OpenEnv's ``reset(seed=...)`` on this env's session (the server starts if needed);
+        for an MCP env also ``list_tools``, offered as the observation's tools.
 
         Raises:
             EnvUnavailableError: the server did not start.
@@ -311,37 +248,102 @@ class OpenEnvEnv(Env):
         client = self._connect()
         result = self._call("reset", lambda: client.reset(seed=seed))
         self._obs, self._done, self._turn = dict(result.observation), False, 0
+        self._trajectory_id = str((options or {}).get("trajectory_id", ""))
         info = {"openenv_module": self.module, "openenv_observation": _json_safe(self._obs)}
-        return Observation(messages=(Message("user", render_observation(self._obs)),)), info
+        user = Message("user", render_observation(self._obs))
+        if not self.mcp:
+            return Observation(messages=(user,)), info
+        listed = self._call("list_tools", lambda: client.step({"type": "list_tools"}))
+        schemas = self._setup_tools(listed.observation.get("tools") or [])
+        system = Message("system", render_tool_system_prompt(MCP_INSTRUCTIONS, schemas))
+        return Observation(messages=(system, user), tools=schemas), info
+
+    def _setup_tools(self, listed: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+        """Wrap the server's MCP tools as :class:`Tool` values run by a :class:`ToolExecutor`."""
+        tools = {}
+        for t in listed:
+            params = dict(t.get("input_schema") or {"properties": {}})
+            params.setdefault("type", "object")
+            fn = functools.partial(self._call_tool, t["name"])
+            tools[t["name"]] = Tool(t["name"], t.get("description") or "", params, fn)
+        default = PermissionPolicy.allow_all({name: "workspace_write" for name in tools})
+        policy = self.permissions or default
+        self.executor = ToolExecutor(tools, policy, self._audit, self._context)
+        return tuple(tool.schema() for tool in tools.values())
+
+    def _call_tool(self, name: str, **arguments: Any) -> str:
+        """One ``call_tool`` step (the tool's function): its text, or an error raised."""
+        if self._turn_done:
+            raise RuntimeError("not run: the episode ended at an earlier call of this turn")
+        message = {"type": "call_tool", "tool_name": name, "arguments": arguments}
+        result = self._call(f"call_tool {name}", lambda: self._client[0].step(message))
+        self._turn_reward += float(result.reward or 0.0)
+        self._turn_done = self._turn_done or bool(result.done)
+        obs = dict(result.observation)
+        self._turn_obs.append(obs)
+        if obs.get("error"):
+            raise RuntimeError(f"{obs['error'].get('error_type')}: {obs['error'].get('message')}")
+        return _tool_text(obs.get("result"))
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        """Send ``action.text`` in the action field (module docstring).
+        """Send ``action.text`` in the action field, or, for an MCP env, run the action's tool
+        calls as ``call_tool`` steps (module docstring).
 
         Raises:
             EpisodeNotStartedError: before ``reset``.
             EpisodeEndedError: after the episode ended.
-            OpenEnvError: the server answered with an error (the env raised, a bad action).
+            OpenEnvError: the server answered with an error (the env raised, a bad action);
+                in an MCP env such an error of one call is that call's error result instead.
         """
         if self._obs is None:
             raise EpisodeNotStartedError("step() called before reset()")
         if self._done:
             raise EpisodeEndedError("step() called after the episode ended; call reset() first")
-        client = self._client[0]
-        result = self._call("step", lambda: client.step({self.action_field: action.text}))
+        if self.mcp:
+            obs, raw, done, info = self._tool_step(action)
+        else:
+            client = self._client[0]
+            result = self._call("step", lambda: client.step({self.action_field: action.text}))
+            self._obs, raw, done = dict(result.observation), result.reward, bool(result.done)
+            text = render_observation(self._obs)
+            obs = Observation(messages=(Message("user", text),) if text else ())
+            info = {"openenv_observation": _json_safe(self._obs)}
         self._turn += 1
-        self._obs = dict(result.observation)
-        raw = result.reward
-        reward, done = float(raw or 0.0), bool(result.done)
+        reward = float(raw or 0.0)
         truncated = not done and self._turn >= self.max_turns
         self._done = done or truncated
+        info.update(
+            openenv_reward=raw,
+            openenv_outcome=self.normalise(reward) if done else 0.0,
+        )
+        if self._done and not obs.tool_results:
+            obs = Observation(messages=())
+        return obs, reward, done, truncated, info
+
+    def _tool_step(self, action: Action) -> tuple[Observation, float | None, bool, dict[str, Any]]:
+        """An MCP env's step: the action's tool calls through the executor."""
+        if not action.tool_calls and not action.tool_call_errors:
+            text = "This environment acts through tool calls only: call one of its tools."
+            return Observation(messages=(Message("user", text),)), 0.0, False, {"tool_calls": 0}
+        assert self.executor is not None  # set by reset
+        self._turn_reward, self._turn_done, self._turn_obs = 0.0, False, []
+        report = self.executor.execute(
+            action.tool_calls,
+            action.tool_call_errors,
+            trajectory_id=self._trajectory_id,
+            turn=self._turn,
+        )
+        obs = Observation(
+            messages=tuple(Message("tool", r.content) for r in report.results),
+            tool_results=report.results,
+            risk_events=report.risk_events,
+        )
         info = {
-            "openenv_reward": raw,
-            "openenv_outcome": self.normalise(reward) if done else 0.0,
-            "openenv_observation": _json_safe(self._obs),
+            "tool_calls": len(report.results),
+            "tool_errors": sum(not r.ok for r in report.results),
+            "openenv_calls": _json_safe(self._turn_obs),
         }
-        text = render_observation(self._obs)
-        messages = (Message("user", text),) if text and not self._done else ()
-        return Observation(messages=messages), reward, done, truncated, info
+        return obs, self._turn_reward, self._turn_done, info
 
     def normalise(self, reward: float) -> float:
         """``reward`` mapped from ``reward_range`` to [0, 1], clipped. Never raises."""

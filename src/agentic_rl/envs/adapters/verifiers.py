@@ -57,6 +57,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import threading
 import weakref
 from collections.abc import Callable
@@ -114,8 +115,8 @@ def find_verifiers_python(python: str | os.PathLike | None = None) -> Path:
     )
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
-    """Close the bridge's stdin (it exits at EOF); kill it after 10 s. Never raises."""
+def _stop(process: subprocess.Popen[str], stderr: Any) -> None:
+    """Close the bridge's stdin (it exits at EOF); kill it after 10 s; close its files. Never raises."""
     if process.poll() is None:
         with contextlib.suppress(OSError):
             process.stdin.close()  # type: ignore[union-attr]
@@ -124,7 +125,7 @@ def _stop(process: subprocess.Popen[str]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    for pipe in (process.stdin, process.stdout):
+    for pipe in (process.stdin, process.stdout, stderr):
         with contextlib.suppress(OSError):
             pipe.close()  # type: ignore[union-attr]
 
@@ -143,17 +144,18 @@ class VerifiersBridge:
 
     def __init__(self, taskset: str, python: Path, config: dict[str, Any] | None = None):
         self.taskset = taskset
+        self._stderr = tempfile.TemporaryFile()  # verifiers' own output, quoted if the bridge dies
         self.process = subprocess.Popen(
             # -P: the script's folder (which holds this module, verifiers.py) is not on sys.path
             [str(python), "-P", str(BRIDGE)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self._stderr,
             text=True,
             bufsize=1,
         )
         self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _stop, self.process)
+        self._finalizer = weakref.finalize(self, _stop, self.process, self._stderr)
         try:
             loaded = self.request({"op": "load", "taskset": taskset, "config": config or {}})
         except VerifiersError as exc:
@@ -180,11 +182,20 @@ class VerifiersBridge:
             else:
                 why = f"exit code {self.process.poll()}"
         if not line:
-            raise VerifiersError(f"the verifiers bridge for {self.taskset!r} exited ({why})")
+            raise VerifiersError(
+                f"the verifiers bridge for {self.taskset!r} exited ({why}): {self.stderr_tail()}"
+            )
         answer = json.loads(line)
         if not answer.get("ok"):
             raise VerifiersError(f"verifiers ({self.taskset}): {answer.get('error')}")
         return answer
+
+    def stderr_tail(self, chars: int = 2000) -> str:
+        """The last ``chars`` characters of the bridge's stderr ("" once closed). Never raises."""
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.seek(0)
+            return self._stderr.read().decode("utf-8", "replace")[-chars:].strip()
+        return ""
 
     def close(self) -> None:
         """Stop the process (safe to call twice)."""
