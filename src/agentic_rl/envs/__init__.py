@@ -37,6 +37,10 @@ from agentic_rl.envs.web.miniwob import register_miniwob_family  # noqa: E402
 
 register_miniwob_family()  # miniwob/<task>-v0 (extra 'web'; selenium is imported when one starts)
 
+from agentic_rl.envs.web.shop.env import WebShopEnv  # noqa: E402
+
+register("web-shop-v0", WebShopEnv, WebShopEnv.description)  # extra 'web' (Flask on first use)
+
 __all__ = [
     "Env",
     "EnvSpec",
