@@ -205,9 +205,7 @@ def test_pay_marked_ask_is_refused_without_an_answer(tmp_path):
     try:
         task = make_task(0)
         env.reset(seed=0)
-        while not env.page.snapshot().find(
-            role="button", text=None
-        ) or not env.page.path.startswith("/orders/"):
+        while not env.page.path.startswith("/orders/"):  # the oracle up to its new order's page
             act(env, env.oracle_reply())
         obs, *_ = act(env, call("click", ref=ref(env, "Pay", "button")))
         assert obs.tool_results[0].content.startswith("Denied")
