@@ -353,3 +353,25 @@ def test_chromium_mode_runs_the_same_shop():
     finally:
         env.close()
     assert live_pids(marker=profile) == [] and not listening(port)
+
+
+def test_the_train_budgets_fit_the_oracle(tokenizer):
+    from agentic_rl.cli.main import env_overrides
+    from agentic_rl.config import load_config
+
+    config = load_config(None, env_overrides("web-shop-v0", []))
+    budgets = (config.rollout.max_turns, config.rollout.max_new_tokens)
+    assert budgets == (12, 160) and config.rollout.max_total_tokens == 4096
+    env = make("web-shop-v0")
+    try:
+        for seed in range(6):  # every kind twice: the oracle's turns, replies and whole episode
+            trajectory = play_oracle(env, seed, max_turns=30)
+            assert len(trajectory.turns) <= config.rollout.max_turns
+            replies = [m.content for m in trajectory.messages if m.role == "assistant"]
+            assert max(len(tokenizer(r)["input_ids"]) for r in replies) <= budgets[1]
+            text = "".join(
+                f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in trajectory.messages
+            )
+            assert len(tokenizer(text)["input_ids"]) <= config.rollout.max_total_tokens
+    finally:
+        env.close()
