@@ -20,6 +20,7 @@ pytest.importorskip("flask", reason="the 'web' extra is not installed: pip insta
 pytest.importorskip("bs4", reason="the 'web' extra is not installed: pip install '.[web]'")
 
 from agentic_rl.envs import make  # noqa: E402
+from agentic_rl.envs.base import SnapshotNotSupportedError  # noqa: E402
 from agentic_rl.envs.checker import check_env, play_oracle  # noqa: E402
 from agentic_rl.envs.web.shop import db  # noqa: E402
 from agentic_rl.envs.web.shop.catalog import SHIPPING, TASK_KINDS, make_task  # noqa: E402
@@ -247,6 +248,12 @@ def test_snapshot_and_restore_copy_the_database(env):
         fresh.close()
     with pytest.raises(TypeError):
         env.restore("not a snapshot")
+    env.close()
+    env.restore(snap)  # into a closed env: a new database folder, the server restarts
+    assert (
+        "Checkout"
+        in act(env, call("scroll", target="page", direction="up"))[0].messages[-1].content
+    )
 
 
 @pytest.mark.parametrize(
@@ -334,11 +341,12 @@ def test_a_bad_browser_or_kind_is_refused():
         WebShopEnv(task_kinds=("steal",))
 
 
-def test_chromium_mode_runs_the_same_shop():
+def test_chromium_mode_runs_the_same_shop(tmp_path):
     from agentic_rl.tools.browser import live_pids
 
+    audit = tmp_path / "audit.jsonl"
     try:
-        env = make("web-shop-v0", browser="chromium")
+        env = make("web-shop-v0", browser="chromium", audit_path=str(audit))
     except EnvUnavailableError as exc:
         pytest.skip(str(exc))
     try:
@@ -350,9 +358,14 @@ def test_chromium_mode_runs_the_same_shop():
             trajectory = play_oracle(env, seed, max_turns=20)
             assert trajectory.turns[-1].info["success"] == 1.0
         profile, port = env.page.browser.profile, env.server.port
+        with pytest.raises(SnapshotNotSupportedError):
+            env.snapshot()
     finally:
         env.close()
     assert live_pids(marker=profile) == [] and not listening(port)
+    # clicks that submit the shop's forms were decided and audited under the forms' names
+    tools = {json.loads(line)["tool"] for line in audit.read_text().splitlines()}
+    assert {"add_to_cart", "place_order", "pay", "cancel_order", "click", "select"} <= tools
 
 
 def test_the_train_budgets_fit_the_oracle(tokenizer):

@@ -286,6 +286,12 @@ class WebShopEnv(ToolEnv):
         return ToolCall(action, {"via": call.name, **call.arguments}, call.raw, call.id)
 
     # -- episode ---------------------------------------------------------------------------
+    def _reopen(self) -> None:
+        """After close(): a new database folder, cleaned up again (the server restarts lazily)."""
+        if not self._finalizer.alive:
+            Path(self._folder).mkdir(parents=True, exist_ok=True)
+            self._finalizer = weakref.finalize(self, _cleanup, self.server, self.page, self._folder)
+
     def _page_text(self) -> str:
         return f"Page {self.page.path}:\n{self.page.snapshot().render(self.max_lines)}"
 
@@ -299,9 +305,7 @@ class WebShopEnv(ToolEnv):
         """
         seed = self.start_episode(seed, options)
         self.task = make_task(seed, self.task_kinds)
-        if not self._finalizer.alive:  # reset after close(): a new folder, cleaned up again
-            Path(self._folder).mkdir(parents=True, exist_ok=True)
-            self._finalizer = weakref.finalize(self, _cleanup, self.server, self.page, self._folder)
+        self._reopen()
         db.seed_database(self.db_path, self.task)
         self.page.reset()
         self.grade = db.grade(self.db_path, self.task)
@@ -406,6 +410,7 @@ class WebShopEnv(ToolEnv):
             raise TypeError(f"expected a ShopSnapshot, got {type(snapshot).__name__}")
         if self.browser_mode != "text":
             raise SnapshotNotSupportedError("web-shop-v0 snapshots need browser='text'")
+        self._reopen()
         self.task = snapshot.task
         if snapshot.database:
             db.load(self.db_path, snapshot.database)
