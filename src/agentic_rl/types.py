@@ -376,7 +376,12 @@ class Trajectory:
         segment_starts: ascending token indices where segments start; the first is 0.
         failure: why the episode must be excluded from training (an env, tool, request or
             reward function error), None when it did not fail.
-        policy_version: optimizer updates the sampling policy had received, None when unknown.
+        policy_version: optimizer updates the sampling policy had received, None when unknown;
+            with ``token_versions`` recorded, the oldest version among the sampled tokens.
+        token_versions: per token of ``token_ids``, the policy version that sampled it (-1 for
+            tokens the policy did not sample: prompts, env text); empty when not recorded. An
+            episode in flight across a weight update (async training's partial rollouts) holds
+            several versions.
     """
 
     env_id: str
@@ -395,6 +400,7 @@ class Trajectory:
     segment_starts: tuple[int, ...] = (0,)
     failure: str | None = None
     policy_version: int | None = None
+    token_versions: tuple[int, ...] = ()
 
     @property
     def segments(self) -> tuple[tuple[int, int], ...]:

@@ -60,11 +60,15 @@ class Generation:
         logprobs: log-probability of each sampled id under the sampling distribution
             (same length as ``token_ids``; 0.0 for scripted policies).
         finished: True if the end-of-turn token was sampled (False: cut by max_new_tokens).
+        policy_versions: the policy version that sampled each id (same length as
+            ``token_ids``), set by a sampler whose weights change while it decodes (async
+            training, :mod:`agentic_rl.trainer.async_sampler`); empty when not recorded.
     """
 
     token_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
     finished: bool
+    policy_versions: tuple[int, ...] = ()
 
 
 class Policy(Protocol):

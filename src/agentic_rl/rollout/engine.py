@@ -36,6 +36,9 @@ prefill). ``Trajectory.segment_starts`` records where each segment starts; train
 every segment as its own sequence. Without resets and with ``context_max_tokens = 0`` the
 stream is exactly the single-segment stream of before.
 
+A sampler that sets ``Generation.policy_versions`` (async training) has them recorded per token
+(``Trajectory.token_versions``, -1 for unsampled tokens; the oldest is ``policy_version``).
+
 The trajectory's token stream is exactly what the model was fed and what it sampled; training
 never re-tokenizes decoded text (DESIGN.md, decision 1). Budgets: ``max_turns`` policy turns,
 ``max_new_tokens`` sampled per turn, ``max_total_tokens`` for the token stream of one segment
@@ -153,6 +156,7 @@ class _Episode:
     )  # since the last context reset, never elided
     segment_starts: list[int] = field(default_factory=lambda: [0])
     stale_keys: list[str] = field(default_factory=list)  # cache keys of closed segments, to release
+    versions: list[int] = field(default_factory=list)  # per token (Generation.policy_versions)
 
     @property
     def cache_key(self) -> str:
@@ -161,11 +165,19 @@ class _Episode:
         return self.key if n == 0 else f"{self.key}#seg{n}"
 
     def extend(
-        self, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None = None
+        self,
+        ids: Sequence[int],
+        mask: int,
+        logprobs: Sequence[float] | None = None,
+        versions: Sequence[int] = (),
     ) -> None:
+        if versions and not self.versions:  # the first versioned reply: earlier tokens get -1
+            self.versions = [-1] * len(self.ids)
         self.ids.extend(ids)
         self.mask.extend([mask] * len(ids))
         self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+        if self.versions:
+            self.versions.extend(versions or [-1] * len(ids))
 
 
 def run_episodes(
@@ -217,7 +229,7 @@ def run_episodes(
             requests = [_request(episodes[i], i, config, sample_seed) for i in live]
             for i, request, gen in zip(live, requests, policy.generate(requests, sampling)):
                 ep = episodes[i]
-                ep.extend(gen.token_ids, 1, gen.logprobs)
+                ep.extend(gen.token_ids, 1, gen.logprobs, gen.policy_versions)
                 _step(ep, chat, config, list(gen.token_ids), gen.finished, request.max_new_tokens)
     elapsed = time.perf_counter() - started
     return [_finish(ep, elapsed / max(len(episodes), 1)) for ep in episodes]
@@ -267,7 +279,7 @@ def _run_continuous(
                     for request, gen in stream.step():
                         i = request.episode_index
                         ep = episodes[i]
-                        ep.extend(gen.token_ids, 1, gen.logprobs)
+                        ep.extend(gen.token_ids, 1, gen.logprobs, gen.policy_versions)
                         args = (
                             ep,
                             chat,
@@ -465,6 +477,9 @@ def _new_segment(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
 
 
 def _finish(ep: _Episode, seconds: float) -> Trajectory:
+    sampled_by = [
+        v for v in ep.versions if v >= 0
+    ]  # per-token versions: the oldest is the episode's
     return Trajectory(
         env_id=ep.env.env_id,
         seed=ep.seed,
@@ -479,4 +494,6 @@ def _finish(ep: _Episode, seconds: float) -> Trajectory:
         info={**ep.info, "rollout_seconds": seconds},
         segment_starts=tuple(ep.segment_starts),
         failure=ep.failure,
+        policy_version=min(sampled_by) if sampled_by else None,
+        token_versions=tuple(ep.versions),
     )

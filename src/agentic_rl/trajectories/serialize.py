@@ -37,6 +37,8 @@ Optional top-level keys with a meaning (the store gives them columns): ``run_id`
 ``segment_starts`` (``[int]``, the trajectory's field) is written for every trajectory; a record
 without it (written before segments existed) reads back with one segment, ``(0,)``. Likewise a
 turn without ``truncated`` (``Turn.truncated``, a reply cut by a token budget) reads back False.
+``token_versions`` (``[int]``, the policy version of each token; async training only) is written
+only when recorded; a record without it reads back with none, ``()``.
 
 Older records (versions 1 and 2) kept the typed data in ``info``: a turn's ``info`` keys
 ``risk_events``, ``memory_events``, ``process_reward`` and ``context_reset``, and the
@@ -89,6 +91,7 @@ TRAJECTORY_KEYS = frozenset(
         "info",
         "segment_starts",
         "failure",
+        "token_versions",
     }
 )
 
@@ -171,6 +174,8 @@ def trajectory_to_record(traj: Trajectory, **extra: Any) -> dict[str, Any]:
         "failure": traj.failure,
         "policy_version": traj.policy_version,
     }
+    if traj.token_versions:  # recorded by async training only (absent from other records)
+        record["token_versions"] = list(traj.token_versions)
     record.update(extra)
     return record
 
@@ -260,6 +265,7 @@ def trajectory_from_record(record: dict[str, Any]) -> Trajectory:
             segment_starts=tuple(int(s) for s in record.get("segment_starts") or (0,)),
             failure=None if failure is None else str(failure),
             policy_version=None if sampled_by is None else int(sampled_by),
+            token_versions=tuple(int(v) for v in record.get("token_versions") or ()),
         )
     except KeyError as exc:
         raise ValueError(f"trajectory record is missing field {exc.args[0]!r}") from exc
