@@ -17,7 +17,14 @@ from agentic_rl.config.rules import (
     unit_interval,
 )
 
-__all__ = ["AlgorithmConfig", "LossConfig", "OptimConfig", "PPOConfig", "SamplingConfig"]
+__all__ = [
+    "AlgorithmConfig",
+    "LossConfig",
+    "OptimConfig",
+    "PPOConfig",
+    "SamplingConfig",
+    "check_off_policy",
+]
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,11 @@ class AlgorithmConfig:
             of this process: RL stops, even before ``steps``, at the step count whose expected
             total is closest to it (see ``trainer.recipe.budget_reached``); 0 = no time limit.
             For equal wall-clock comparisons of algorithms.
+        max_off_policy_steps: k of async training (:mod:`agentic_rl.trainer.async_rollouts`):
+            0 = the synchronous loop (each step samples, then trains); k >= 1 = a producer
+            samples the rollouts of the next steps while the current one trains, and no
+            trajectory whose oldest token is more than k policy versions behind the trainer is
+            trained on (dropped, counted in ``rollout/dropped_stale``).
     """
 
     name: str = "grpo"
@@ -59,9 +71,35 @@ class AlgorithmConfig:
     gigpo_step_weight: float = non_negative(1.0)
     process_coef: float = non_negative(0.5)
     time_budget_s: float = non_negative(0.0)
+    max_off_policy_steps: int = non_negative(0)
 
     def __post_init__(self) -> None:
         check_rules(self, "algorithm")
+
+
+def check_off_policy(config) -> None:
+    """Reject the settings async training (``algorithm.max_off_policy_steps`` >= 1) does not
+    support; ``config`` is a whole :class:`~agentic_rl.config.TrainConfig`.
+
+    Raises:
+        ValueError: naming ``algorithm.max_off_policy_steps``: with ``rollout.backend =
+            "openai"`` (its weights are never synced, so every step would wait for a version the
+            server never gets), or with ``"vllm"`` and LoRA (the adapter in-flight requests name
+            is unloaded at a sync) or oracle guidance (scored with the trainer's weights while
+            they train; the local backend scores it with the sampler's own copy).
+    """
+    if config.algorithm.max_off_policy_steps == 0:
+        return
+    backend = config.rollout.backend
+    reason = None
+    if backend == "openai":
+        reason = "rollout.backend = 'openai' never syncs weights; use 'local' or 'vllm'"
+    elif backend == "vllm" and config.model.lora:
+        reason = "rollout.backend = 'vllm' with model.lora is not supported"
+    elif backend == "vllm" and config.sampling.guidance != "off":
+        reason = "rollout.backend = 'vllm' needs sampling.guidance = 'off'"
+    if reason:
+        raise ValueError(f"key 'algorithm.max_off_policy_steps' >= 1: {reason}")
 
 
 @dataclass(frozen=True)

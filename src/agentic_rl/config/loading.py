@@ -26,6 +26,7 @@ from agentic_rl.config.algorithm import (
     OptimConfig,
     PPOConfig,
     SamplingConfig,
+    check_off_policy,
 )
 from agentic_rl.config.migration import MOVED_KEYS, migrate_keys, moved_keys
 from agentic_rl.config.rules import check_rules, positive
@@ -85,6 +86,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_rules(self, "")
+        check_off_policy(self)
 
 
 #: range rules of ``[rollout]`` (:class:`~agentic_rl.rollout.engine.RolloutConfig` lives in the

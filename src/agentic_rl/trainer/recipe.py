@@ -15,7 +15,9 @@ for GiGPO, turn-level credit, REINFORCE++ and PPO with a value head) and takes P
 against the logprobs recorded at sampling (:mod:`agentic_rl.trainer.step_update`), then syncs
 the new weights to the rollout sampler; the per-turn and per-token advantages go into each
 stored RL record as ``record["advantages"] = {"turn": [...], "token": [...]}``; periodic
-evaluation and checkpoints; (4) final evaluation, the final model as a HF
+evaluation and checkpoints; with ``algorithm.max_off_policy_steps`` = k >= 1 the batches of
+the next steps are sampled by a producer thread while a step trains, at most k policy versions
+old (:mod:`agentic_rl.trainer.async_rollouts`); (4) final evaluation, the final model as a HF
 directory, ``summary.json`` and ``report.html``. ``resume`` continues from the newest
 checkpoint with the same optimizer, RNG and step.
 """
@@ -33,6 +35,7 @@ import torch
 
 from agentic_rl.config import TrainConfig, load_run_config, save_config
 from agentic_rl.errors import ConfigError
+from agentic_rl.trainer.async_rollouts import AsyncRollouts, InlineRollouts, rollout_source
 from agentic_rl.trainer.checkpoint import latest_checkpoint
 from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
 from agentic_rl.trainer.guidance import is_guided, oracle_episodes
@@ -41,7 +44,7 @@ from agentic_rl.trainer.outputs import export_model, write_summary
 from agentic_rl.trainer.ranks import Ranks
 from agentic_rl.trainer.reference import REFERENCE_FILE, reference_model, save_reference
 from agentic_rl.trainer.report import write_report
-from agentic_rl.trainer.rollouts import sample_step, sampling_metrics
+from agentic_rl.trainer.rollouts import sampling_metrics
 from agentic_rl.trainer.run import (
     Run,
     env_kwargs,
@@ -210,16 +213,26 @@ def _reward_shares(trajectories: list[Trajectory], weights) -> dict[str, float]:
 
 
 def rl_step(
-    run: Run, step: int, optimizer: torch.optim.Optimizer, ref_model: Any
+    run: Run,
+    step: int,
+    optimizer: torch.optim.Optimizer,
+    ref_model: Any,
+    rollouts: InlineRollouts | AsyncRollouts | None = None,
 ) -> dict[str, Any]:
     """One RL step: rollouts (G of each task; dynamic sampling with refill when on), rubric,
     credit assignment, PPO-clip update(s); rank 0 logs and stores the whole step.
+
+    Args:
+        rollouts: where the step's batch comes from (:mod:`agentic_rl.trainer.async_rollouts`);
+            None samples it here (the synchronous loop).
 
     Returns:
         the step's metrics row (rank 0's, on every rank: its time budget decides the last step).
     """
     t0 = time.perf_counter()
-    batch = sample_step(run, step)  # rollout + reward
+    batch = (rollouts or InlineRollouts(run)).batch(
+        step
+    )  # rollout + reward (k >= 1: sampled ahead)
     t_rollout = time.perf_counter() - t0
     valid = [t for t in batch.train if not t.failed]
     stats, credit_view = credit_and_update(run, optimizer, ref_model, valid)  # credit + update
@@ -353,10 +366,27 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
     reference = run.run_dir / "checkpoints" / REFERENCE_FILE if main else None
     ref_model = reference_model(run.model, reference) if config.loss.kl_coef > 0 else None
     run.backend.sync(run.model, first_step)  # the rollout sampler starts from the RL weights
+    with rollout_source(run, first_step) as rollouts:  # k >= 1: a producer thread samples ahead
+        done = _rl_steps(run, first_step, optimizer, ref_model, rollouts, progress)
+    run_eval(run, "final", done, progress)
+    run.timings["total_seconds_this_process"] = time.perf_counter() - start
+    digests = run.ranks.replica_digests(run.model)
+    if not main:
+        return
+    export_model(run)
+    write_summary(run, {"world_size": len(digests), "weights_sha256": digests} if digests else None)
+    write_report(run_dir)
+    run.metrics.close()
+
+
+def _rl_steps(run: Run, first_step: int, optimizer, ref_model, rollouts, progress: Progress) -> int:
+    """The RL loop from ``first_step``: steps, periodic evals and checkpoints, until
+    ``algorithm.steps`` or the time budget; returns the RL steps done."""
+    config, alg = run.config, run.config.algorithm
     rl_started = time.perf_counter()
     done, spent = first_step, 0.0  # spent: seconds of RL steps in this process (evals excluded)
     for step in range(first_step, alg.steps):
-        row = rl_step(run, step, optimizer, ref_model)
+        row = rl_step(run, step, optimizer, ref_model, rollouts)
         done, spent = step + 1, spent + row["perf/step_time_s"]
         progress(
             "rl",
@@ -375,12 +405,4 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
             save_run_checkpoint(run, optimizer, step + 1)
         if last:
             break
-    run_eval(run, "final", done, progress)
-    run.timings["total_seconds_this_process"] = time.perf_counter() - start
-    digests = run.ranks.replica_digests(run.model)
-    if not main:
-        return
-    export_model(run)
-    write_summary(run, {"world_size": len(digests), "weights_sha256": digests} if digests else None)
-    write_report(run_dir)
-    run.metrics.close()
+    return done

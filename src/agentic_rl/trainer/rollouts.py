@@ -118,8 +118,9 @@ def sample_step(run: Run, step: int) -> SampledBatch:
 
 
 def sampling_metrics(run: Run, batch: SampledBatch) -> dict[str, float]:
-    """``rollout/*`` counts of the step's sampling (groups sampled, informative, trained, short)
-    and, with difficulty sampling, ``pool/accept/<level>`` acceptance rates."""
+    """``rollout/*`` counts of the step's sampling (groups sampled, informative, trained, short;
+    with async training the rollouts dropped as stale) and, with difficulty sampling,
+    ``pool/accept/<level>`` acceptance rates."""
     trained = len({t.group_id for t in batch.train})
     out = {
         "rollout/groups_sampled": batch.groups_sampled,
@@ -129,6 +130,8 @@ def sampling_metrics(run: Run, batch: SampledBatch) -> dict[str, float]:
         "rollout/groups_trained": trained,
         "rollout/groups_shortfall": max(groups_needed(run) - trained, 0),
     }
+    if run.config.algorithm.max_off_policy_steps:  # async: too old to train on (async_rollouts)
+        out["rollout/dropped_stale"] = batch.stale
     if run.config.sampling.guidance != "off":
         out["rollout/groups_guided"] = len({t.group_id for t in batch.train if is_guided(t)})
     pool = run.task_pool

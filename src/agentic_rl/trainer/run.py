@@ -107,7 +107,7 @@ def validate(config: TrainConfig) -> Path:
         UnknownEnvError: ``env.id`` is not registered.
         ConfigError: the env rejects ``env.kwargs`` or ``warmup.env_kwargs``; ``[scale]`` names
             an unreachable Ray cluster (see :func:`~agentic_rl.trainer.scale.check_scale`); a
-            server rollout backend under torchrun.
+            server rollout backend or async training under torchrun.
         ModelNotFoundError: ``model.path`` does not exist.
     """
     base = {**permission_kwargs(config), **config.env.kwargs}
@@ -130,6 +130,8 @@ def validate(config: TrainConfig) -> Path:
             f"rollout.backend = {config.rollout.backend!r} is not supported under torchrun yet "
             "(each rank would sample from its own server); use backend 'local'"
         )
+    if config.algorithm.max_off_policy_steps and launched_world_size() > 1:
+        raise ConfigError("algorithm.max_off_policy_steps >= 1 is not supported under torchrun yet")
     return resolve_model_dir(config.model.path)
 
 

@@ -28,6 +28,7 @@ more or less) do not make a group look informative.
 from __future__ import annotations
 
 import random
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +66,8 @@ class TaskPool:
     span: int = TRAIN_SEED_SPAN
     counts: dict[str, list[float]] = field(default_factory=dict)  # level -> [successes, rollouts]
     draws: int = 0  # candidates drawn so far (the position in the stream)
+    # async training draws and updates in the producer thread while checkpoints read the state
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.decay <= 1.0 or self.floor <= 0.0 or self.span < 1:
@@ -100,6 +103,10 @@ class TaskPool:
         """
         if n < 0:
             raise ValueError(f"TaskPool.draw: n must be >= 0, got {n}")
+        with self.lock:
+            return self._draw(n, exclude)
+
+    def _draw(self, n: int, exclude: Sequence[int]) -> list[int]:
         taken = set(exclude)
         out: list[int] = []
         while len(out) < n:
@@ -115,6 +122,10 @@ class TaskPool:
         self, trajectories: Sequence[Trajectory], is_success: Callable[[Trajectory], bool]
     ) -> None:
         """Decay the counts, then add each rollout's success to its level (reset ``info["level"]``)."""
+        with self.lock:
+            self._update(trajectories, is_success)
+
+    def _update(self, trajectories, is_success) -> None:
         for c in self.counts.values():
             c[0] *= self.decay
             c[1] *= self.decay
@@ -125,7 +136,11 @@ class TaskPool:
 
     def state(self) -> dict:
         """JSON-serialisable state for checkpoints (:meth:`load_state`)."""
-        return {"counts": {k: list(v) for k, v in self.counts.items()}, "draws": self.draws}
+        with self.lock:
+            return {
+                "counts": {k: list(v) for k, v in self.counts.items()},
+                "draws": self.draws,
+            }
 
     def load_state(self, state: dict) -> None:
         """Restore what :meth:`state` returned."""
@@ -171,6 +186,8 @@ class SampledBatch:
         rounds: sampling rounds run (>= 1).
         groups_sampled: groups sampled over all rounds.
         groups_informative: of those, groups whose outcomes differed.
+        stale: rollouts moved from ``train`` to ``dropped`` because they were too many policy
+            versions old when the trainer took the batch (async training).
     """
 
     train: list[Trajectory]
@@ -178,6 +195,7 @@ class SampledBatch:
     rounds: int
     groups_sampled: int
     groups_informative: int
+    stale: int = 0
 
     @property
     def all(self) -> list[Trajectory]:
