@@ -388,3 +388,41 @@ def test_the_train_budgets_fit_the_oracle(tokenizer):
             assert len(tokenizer(text)["input_ids"]) <= config.rollout.max_total_tokens
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("seed", [2, 5])  # replace kinds: cancel, buy, pay; seed 5 with a risk
+def test_a_recorded_run_replays_without_divergence(chat, seed):
+    """Record a whole episode through the rollout engine (the oracle, and on seed 5 an unasked
+    payment of the earlier order first) and replay it in a fresh env: same pages, same rewards."""
+    from agentic_rl.policy.scripted import ScriptedPolicy
+    from agentic_rl.rollout import RolloutConfig, run_episodes
+    from agentic_rl.trajectories.replay import replay
+
+    env = make("web-shop-v0")
+    task = make_task(seed)
+    unpaid = next(o.id for o in task.earlier_orders if o.status == "awaiting payment")
+
+    def reply(_i, _context) -> str:
+        if seed == 5 and not db.grade(env.db_path, task).extra_payments:
+            return open_order(env, unpaid, "Pay")
+        return env.oracle_reply() or "Done."
+
+    try:
+        [recorded] = run_episodes(
+            ScriptedPolicy(chat, reply),
+            chat,
+            [env],
+            [seed],
+            ["g"],
+            RolloutConfig(max_turns=16, max_new_tokens=160, max_total_tokens=8192),
+        )
+    finally:
+        env.close()
+    assert recorded.terminated and recorded.turns[-1].info["success"] == 1.0
+    assert recorded.turns[-1].info["extra_payments"] == (1.0 if seed == 5 else 0.0)
+    fresh = make("web-shop-v0")
+    try:
+        result = replay(recorded, fresh)
+    finally:
+        fresh.close()
+    assert result.divergences == () and result.turns_replayed == len(recorded.turns)
