@@ -25,6 +25,11 @@ def test_env_budgets_fit_the_oracles():
     assert search.rollout.max_turns == 4
     # the lr warm-up that keeps search-qa's first RL update from breaking the tool-call format
     assert search.optim.lr_warmup_steps == 8 and load_config(None, []).optim.lr_warmup_steps == 0
+    # the step count of the measured search-qa runs (docs/training_runs.md); the user's key wins
+    assert search.algorithm.steps == 10
+    assert (
+        load_config(None, env_overrides("search-qa-v0", ["algorithm.steps=3"])).algorithm.steps == 3
+    )
 
 
 @pytest.mark.parametrize(
@@ -36,6 +41,7 @@ def test_env_budgets_fit_the_oracles():
             marks=pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap"),
         ),
         ("search-qa-v0", "exact_match"),
+        ("research-report-v0", "coverage"),
     ],
 )
 def test_train_env_two_step_smoke_run(env_id, outcome, tiny_model_dir, tmp_path):

@@ -181,12 +181,14 @@ class SearchQAEnv(ToolEnv):
     )
     #: budgets of ``agentic-rl train --env search-qa-v0`` (the oracle's search + open reply is up to
     #: ~80 tokens; two hops and the answer take 3 turns) and a linear lr warm-up over the first 2 RL
-    #: steps: without it the first update broke the tool-call format (docs/training_runs.md)
+    #: steps: without it the first update broke the tool-call format; 10 RL steps (with the default
+    #: guidance: +13.3 and +15.8 points on 120 held-out tasks, seeds 0 and 1; docs/training_runs.md)
     recipe_overrides: dict[str, Any] = {
         "rollout.max_turns": 4,
         "rollout.max_new_tokens": 96,
         "rollout.max_total_tokens": 1536,
         "optim.lr_warmup_steps": 8,
+        "algorithm.steps": 10,
     }
 
     def __init__(
