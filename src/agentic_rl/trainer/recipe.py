@@ -230,9 +230,8 @@ def rl_step(
         the step's metrics row (rank 0's, on every rank: its time budget decides the last step).
     """
     t0 = time.perf_counter()
-    batch = (rollouts or InlineRollouts(run)).batch(
-        step
-    )  # rollout + reward (k >= 1: sampled ahead)
+    source = rollouts or InlineRollouts(run)
+    batch = source.batch(step)  # rollout + reward (k >= 1: sampled ahead by a producer thread)
     t_rollout = time.perf_counter() - t0
     valid = [t for t in batch.train if not t.failed]
     stats, credit_view = credit_and_update(run, optimizer, ref_model, valid)  # credit + update
