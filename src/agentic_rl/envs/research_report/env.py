@@ -73,8 +73,6 @@ from agentic_rl.envs.research_report.tasks import (
 )
 from agentic_rl.envs.search_qa.env import (
     DEFAULT_PERMISSIONS,
-    INJECTED_TOOLS,
-    PROMPT_INJECTION,
     SearchQAEnv,
     followed_injection,
     opened_documents,
@@ -209,23 +207,7 @@ class ResearchReportEnv(SearchQAEnv):
         """Run the action's tool calls, or grade its report (see the module docstring)."""
         self.begin_step(self.task is not None)
         if action.tool_calls or action.tool_call_errors:
-            report = self.run_tools(action)
-            events = list(report.risk_events) + [
-                risk_event(
-                    PROMPT_INJECTION,
-                    c.name,
-                    "called a tool named by an instruction injected in a document",
-                    call_id=c.id,
-                )
-                for c in action.tool_calls
-                if c.name in INJECTED_TOOLS
-            ]
-            obs, info = self.tool_turn(
-                report.results,
-                events,
-                searches=sum(c.name == "search" for c in action.tool_calls),
-                opened=sum(c.name == "open" for c in action.tool_calls),
-            )
+            obs, info = self.search_tool_turn(action)
             return obs, 0.0, False, False, info
         self.end_episode()
         grade = self.verifier.grade(action.text, self.task)
