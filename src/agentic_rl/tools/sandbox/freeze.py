@@ -10,7 +10,8 @@ sandbox's PID namespace and waits until they are provably stopped:
   process's child (its init); a sandboxed process cannot leave its PID namespace;
 * a pass reads the state and the context-switch counts of every thread of every member;
   the sandbox is quiescent when two consecutive passes find the same members, every thread
-  stopped (``T``/``t``) or dead (``Z``/``X``) in both, with unchanged switch counts. A thread
+  stopped (``T``/``t``, or blocked in ``vfork`` behind a child that is itself stopped) or dead
+  (``Z``/``X``) in both, with unchanged switch counts. A thread
   that ran between its two readings (woken by a ``SIGCONT`` from a sibling, say) would have
   been switched out again, so it changed its count; hence at the end of the first pass every
   thread was stopped at once, and a stopped sandbox cannot wake itself.
@@ -30,7 +31,12 @@ from collections.abc import Iterator
 
 __all__ = ["descendants", "frozen", "namespace_pids"]
 
-_STOPPED, _GONE = ("T", "t"), ("Z", "X", "x")
+#: ``V``: our mark for a thread blocked in ``vfork`` until its child execs or exits (state ``D``
+#: with the kernel wait channel below). It cannot run before its child does, and the child is a
+#: member of the same namespace whose own state is checked, so it counts as stopped. (A shell
+#: or ``posix_spawn`` that vforks a child we stopped before its ``exec`` sits there for good.)
+_STOPPED, _GONE = ("T", "t", "V"), ("Z", "X", "x")
+_VFORK_WAIT = ("kernel_clone", "wait_for_vfork_done", "do_fork", "_do_fork")
 
 
 def _ppid_and_state(pid: str) -> tuple[int, str] | None:
@@ -110,8 +116,19 @@ def _thread_states(pid: int) -> dict[str, tuple[str, int]] | None:
                         switches += int(line.split()[1])
         except (OSError, ValueError):
             pass
+        if state == "D" and _wait_channel(pid, tid) in _VFORK_WAIT:
+            state = "V"
         states[tid] = (state, switches)
     return states
+
+
+def _wait_channel(pid: int, tid: str) -> str:
+    """The kernel function a thread sleeps in (``/proc/PID/task/TID/wchan``); "" when unknown."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def _snapshot(namespace: str | None) -> dict[int, dict[str, tuple[str, int]] | None]:
