@@ -150,7 +150,11 @@ def _stop(bwrap_pid: int, timeout_s: float) -> tuple[bool, set[int]]:
     while True:
         view = _snapshot(namespace)
         for pid, threads in view.items():
-            if threads is not None and not all(s in _STOPPED + _GONE for s, _ in threads.values()):
+            # a vfork-blocked thread gets SIGSTOP too: pending, it stops the thread the moment
+            # it leaves the kernel, so no thread counted as stopped can run during the copy
+            if threads is not None and not all(
+                s in ("T", "t") + _GONE for s, _ in threads.values()
+            ):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGSTOP)
                 signalled.add(pid)
