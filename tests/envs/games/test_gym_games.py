@@ -116,6 +116,37 @@ def test_neighbour_line_names_the_cells_each_move_leads_to():
     assert "Moves:" not in plain.messages[-1].content  # off by default: frozenlake-v0 unchanged
 
 
+def test_without_history_each_step_is_a_context_reset_with_the_state():
+    env = make("frozenlake-v0", map_name="4x4", describe_neighbours=True, keep_history=False)
+    env.reset(seed=0)
+    obs, *_ = env.step(Action("<action>right</action>"))
+    assert obs.context_reset and len(obs.messages) == 1
+    text = obs.messages[0].content
+    assert text.startswith("You chose right. Reward: 0.\nSPFF\nFHFH")  # last move and full state
+    assert text.endswith("Moves: left S (start), down H (hole), right F (ice), up edge.")
+    obs, *_ = env.step(Action("no action here"))  # an invalid reply also resets, with the error
+    assert obs.context_reset and obs.messages[0].content.startswith("Invalid action")
+    env = make("frozenlake-v0", map_name="4x4")  # history is kept by default
+    env.reset(seed=0)
+    assert not env.step(Action("<action>right</action>"))[0].context_reset
+
+
+def test_without_history_the_engine_starts_one_short_segment_per_turn(chat):
+    from agentic_rl.policy.scripted import ScriptedPolicy
+    from agentic_rl.rollout import RolloutConfig, run_episodes
+
+    envs = [make("frozenlake-v0", describe_neighbours=True, keep_history=False) for _ in range(2)]
+    oracle = ScriptedPolicy(chat, lambda i, _context: envs[i].oracle_reply() or "")
+    config = RolloutConfig(max_turns=16, max_new_tokens=24, max_total_tokens=2048)
+    for t in run_episodes(oracle, chat, envs, [3, 4], ["a", "b"], config):
+        assert t.turns[-1].reward == 1.0  # the oracle still wins
+        assert len(t.segment_starts) == len(t.turns)  # one segment per turn
+        bounds = [*t.segment_starts, len(t.token_ids)]
+        for start, end in zip(bounds, bounds[1:]):
+            segment = chat.decode(t.token_ids[start:end])
+            assert segment.count("Moves:") == 1 and end - start < 260  # one state, short
+
+
 def _trajectory(infos: list[dict], rewards: list[float], tokens_per_turn: int = 2) -> Trajectory:
     turns = tuple(
         Turn(

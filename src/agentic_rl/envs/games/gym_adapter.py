@@ -15,6 +15,13 @@ Invalid actions
 Reward
     ``step`` returns the game's own reward of the turn (``Turn.reward``; see
     :mod:`agentic_rl.envs.games.rubric` for the per-turn keys and the rubric).
+History
+    ``keep_history=True`` (the default): the conversation grows turn by turn. ``False``: every
+    step's observation is a context reset (``Observation.context_reset``): the policy then sees
+    the system prompt and one user message with the last action's result and the current state,
+    a Markov observation for fully observed games (each turn is its own token segment, see
+    :mod:`agentic_rl.rollout.context`). The context stays a few hundred tokens however long the
+    episode, which a small model reads far more reliably than a 2,000-token history of maps.
 Horizon
     ``max_steps`` turns (invalid ones included), then ``truncated``; the game's own time limit
     also truncates. ``terminated`` is the game's own termination.
@@ -61,6 +68,7 @@ class GymTextEnv(Env):
         describe: state renderer (default: stripped ``ansi`` render plus the raw observation).
         success: which final step counts as a win (default: terminated with reward > 0).
         max_steps: horizon in turns.
+        keep_history: False: each step's observation wipes the conversation (module docstring).
 
     Raises:
         ValueError: ``gym_id`` is unknown to Gymnasium, the action space is not ``Discrete``,
@@ -79,6 +87,7 @@ class GymTextEnv(Env):
         describe: Describe | None = None,
         success: Success | None = None,
         max_steps: int = 20,
+        keep_history: bool = True,
     ):
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -89,6 +98,7 @@ class GymTextEnv(Env):
         self.describe = describe
         self.success = success or _default_success
         self.max_steps = max_steps
+        self.keep_history = bool(keep_history)
         self._gym = self._make_gym(self.gym_kwargs)
         n = self._num_actions(self._gym)
         self.action_names = (
@@ -203,6 +213,7 @@ class GymTextEnv(Env):
         obs = Observation(
             messages=(Message("user", text),),
             process_reward=0.0 if index is not None else -1.0,
+            context_reset=not self.keep_history,
         )
         return obs, reward, terminated, truncated, info
 

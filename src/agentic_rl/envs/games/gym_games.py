@@ -109,6 +109,8 @@ class FrozenLakeTextEnv(GymTextEnv):
         max_steps: horizon in turns.
         describe_neighbours: add a line naming the cell each move leads to
             (:func:`describe_frozenlake_neighbours`); off: the map and position only.
+        keep_history: False: each turn shows only the current state (a context reset, see
+            :class:`~agentic_rl.envs.games.gym_adapter.GymTextEnv`); FrozenLake is fully observed.
 
     Raises:
         ValueError: ``size`` < 2 or ``max_steps`` < 1.
@@ -129,6 +131,7 @@ class FrozenLakeTextEnv(GymTextEnv):
         map_name: str | None = None,
         max_steps: int = 16,
         describe_neighbours: bool = False,
+        keep_history: bool = True,
     ):
         if size < 2:
             raise ValueError(f"size must be >= 2, got {size}")
@@ -147,6 +150,7 @@ class FrozenLakeTextEnv(GymTextEnv):
             goal,
             describe_frozenlake_neighbours if describe_neighbours else describe_frozenlake,
             max_steps=max_steps,
+            keep_history=keep_history,
         )
 
     @property
