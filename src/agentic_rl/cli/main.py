@@ -177,10 +177,12 @@ def _cmd_train(args) -> int:
             "--resume continues a run with its own config.toml ([rollout] included); "
             "--rollout-backend/--base-url cannot be combined with it"
         )
-    if resume is not None and (args.num_env_workers is not None or args.ray_address is not None):
+    if resume is not None and any(
+        x is not None for x in (args.num_env_workers, args.ray_address, args.num_generation_workers)
+    ):
         raise AgenticRLError(
             "--resume continues a run with its own config.toml ([scale] included); "
-            "--num-env-workers/--ray-address cannot be combined with it"
+            "--num-env-workers/--num-generation-workers/--ray-address cannot be combined with it"
         )
     config = None if resume else load_config(args.config, sets)
     if config is not None:
@@ -201,10 +203,13 @@ def _cmd_train(args) -> int:
 
 
 def scale_overrides(args) -> list[str]:
-    """``--set`` items of ``train --num-env-workers N --ray-address ADDR`` (``[scale]`` keys)."""
+    """``--set`` items of ``train --num-env-workers N --num-generation-workers M --ray-address
+    ADDR`` (``[scale]`` keys)."""
     out = []
     if args.num_env_workers is not None:
         out.append(f"scale.num_env_workers={args.num_env_workers}")
+    if getattr(args, "num_generation_workers", None) is not None:
+        out.append(f"scale.num_generation_workers={args.num_generation_workers}")
     if args.ray_address is not None:
         out.append(f"scale.ray_address={json.dumps(args.ray_address)}")
     return out
@@ -361,9 +366,16 @@ def build_parser() -> argparse.ArgumentParser:
         "(scale.num_env_workers; 0 = in this process; needs the extra 'ray')",
     )
     p.add_argument(
+        "--num-generation-workers",
+        type=int,
+        metavar="N",
+        help="sample the RL rollouts in N Ray actors, each with its own copy of the policy "
+        "(scale.num_generation_workers; 0 = in this process; needs the extra 'ray')",
+    )
+    p.add_argument(
         "--ray-address",
         metavar="ADDR",
-        help="Ray cluster of the env workers: auto, host:port or "
+        help="Ray cluster of the env and generation workers: auto, host:port or "
         "ray://host:port (scale.ray_address; default: a private local Ray)",
     )
     _add_backend_arguments(p)

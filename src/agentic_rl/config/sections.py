@@ -167,9 +167,10 @@ class TrackingConfig:
 
 @dataclass(frozen=True)
 class ScaleConfig:
-    """``[scale]``: where the run's environments live (``agentic-rl train --num-env-workers N
-    --ray-address ADDR``). Data-parallel training needs no key here: it follows ``torchrun``
-    (see :mod:`agentic_rl.trainer.scale` and ``docs/scale_out.md``).
+    """``[scale]``: where the run's environments and RL rollouts live (``agentic-rl train
+    --num-env-workers N --num-generation-workers M --ray-address ADDR``). Data-parallel
+    training needs no key here: it follows ``torchrun`` (see :mod:`agentic_rl.trainer.scale`
+    and ``docs/scale_out.md``).
 
     Attributes:
         num_env_workers: N Ray actors that hold every env instance of the run (warm-up
@@ -181,17 +182,30 @@ class ScaleConfig:
         env_worker_cpus: CPUs each env worker reserves in Ray's scheduler (fractions allowed).
         env_worker_timeout_s: limit of one remote env call, in seconds; a call past it fails
             its episode (excluded from training), never the step.
+        num_generation_workers: N Ray actors that sample the RL rollouts, each with its own
+            copy of the policy (the ``[model]`` sampler) and its own envs; the trainer pushes
+            its weights to them after every RL step (:mod:`agentic_rl.rollout.generation_workers`).
+            0 (default) samples in the trainer process. Needs ``rollout.backend = "local"``,
+            ``algorithm.max_off_policy_steps = 0`` and one process (no torchrun).
+        generation_worker_cpus: CPUs each generation worker reserves in Ray's scheduler; its
+            torch threads are ``model.num_threads`` or, when 0, max(1, floor of this).
+        generation_worker_timeout_s: limit of one rollout round (or weight load) on one
+            generation worker; past it the worker is dropped and its episodes fail.
     """
 
     num_env_workers: int = non_negative(0)
     ray_address: str = ""
     env_worker_cpus: float = non_negative(1.0)
     env_worker_timeout_s: float = positive(300.0)
+    num_generation_workers: int = non_negative(0)
+    generation_worker_cpus: float = non_negative(1.0)
+    generation_worker_timeout_s: float = positive(1800.0)
 
     def __post_init__(self) -> None:
         check_rules(self, "scale")
-        if self.ray_address and self.num_env_workers == 0:
+        if self.ray_address and self.num_env_workers == 0 and self.num_generation_workers == 0:
             raise ValueError(
-                f"scale.ray_address is {self.ray_address!r} but scale.num_env_workers is 0: "
-                "set --num-env-workers N (>= 1) to put the envs into Ray"
+                f"scale.ray_address is {self.ray_address!r} but scale.num_env_workers is 0 "
+                "(and scale.num_generation_workers is 0): set --num-env-workers N or "
+                "--num-generation-workers N (>= 1) to use Ray"
             )

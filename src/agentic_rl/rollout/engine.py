@@ -141,6 +141,7 @@ class _Episode:
     env: Env
     seed: int
     group_id: str
+    index: int = 0  # in the whole batch: the sampling seeds' (a shard run alone, first_index)
     ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
@@ -191,6 +192,7 @@ def run_episodes(
     greedy: bool = False,
     sample_seed: int | None = None,
     env_workers: int = 4,
+    first_index: int = 0,
 ) -> list[Trajectory]:
     """Run one episode per env to the end and return their (unscored) trajectories, in order.
 
@@ -205,7 +207,7 @@ def run_episodes(
         sample_seed: makes sampling reproducible and independent of batching (see module
             docstring); None uses the policy's RNG.
         env_workers: threads running env steps during decoding (continuous schedule only;
-            0 runs them inline).
+            0 runs them inline). first_index: batch index of ``envs[0]`` (a shard's seeds).
 
     Raises:
         ValueError: ``envs``, ``seeds`` and ``group_ids`` differ in length, or an env instance
@@ -216,9 +218,8 @@ def run_episodes(
     if len({id(e) for e in envs}) != len(envs):
         raise ValueError("each episode needs its own env instance")
     started = time.perf_counter()
-    episodes = [
-        _Episode(env, int(seed), str(gid)) for env, seed, gid in zip(envs, seeds, group_ids)
-    ]
+    batch = enumerate(zip(envs, seeds, group_ids), first_index)
+    episodes = [_Episode(env, int(s), str(g), i) for i, (env, s, g) in batch]
     for ep in episodes:
         _start(ep, chat, config)
     sampling = SamplingParams(temperature=config.temperature, greedy=greedy)
@@ -241,7 +242,8 @@ def _request(
     turn = len(ep.turns)
     seed = None
     if sample_seed is not None:
-        digest = hashlib.blake2b(f"{sample_seed}:{index}:{turn}".encode(), digest_size=8).digest()
+        key = f"{sample_seed}:{ep.index}:{turn}".encode()
+        digest = hashlib.blake2b(key, digest_size=8).digest()
         seed = int.from_bytes(digest, "little")
     return GenerationRequest(
         tuple(ep.ids[ep.segment_starts[-1] :]),  # the current segment: what the policy is fed
@@ -477,9 +479,8 @@ def _new_segment(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
 
 
 def _finish(ep: _Episode, seconds: float) -> Trajectory:
-    sampled_by = [
-        v for v in ep.versions if v >= 0
-    ]  # per-token versions: the oldest is the episode's
+    # per-token versions: the oldest is the episode's
+    sampled_by = [v for v in ep.versions if v >= 0]
     return Trajectory(
         env_id=ep.env.env_id,
         seed=ep.seed,

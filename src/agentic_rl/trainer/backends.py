@@ -32,6 +32,15 @@ The three backends:
     first RL step, syncs the full weights into after every RL step
     (:func:`agentic_rl.policy.vllm_sync.sync_full_weights`; a LoRA run hot-loads its adapter
     instead) and stops in :meth:`close`. Its log is ``RUN_DIR/vllm-server.log``.
+
+Ray generation workers (``[scale] num_generation_workers = N``, ``agentic-rl train
+--num-generation-workers N``) are the ``local`` sampler moved out of the trainer:
+:class:`GenerationWorkersBackend` holds a
+:class:`~agentic_rl.rollout.generation_workers.GenerationWorkerPool` of N Ray actors, each with
+its own copy of the model and its own envs; the RL rollouts of a round run as whole episodes in
+the actors (:meth:`GenerationWorkersBackend.run_episodes`), and :meth:`sync` pushes the trainer's
+weights to every actor through the object store. Only with ``backend = "local"``, one process
+and ``algorithm.max_off_policy_steps = 0`` (:func:`agentic_rl.trainer.scale.check_scale`).
 """
 
 from __future__ import annotations
@@ -48,7 +57,13 @@ from agentic_rl.rollout.engine import RolloutConfig
 from agentic_rl.trainer.weight_sync import stamp_policy_version
 from agentic_rl.types import Trajectory
 
-__all__ = ["OpenAIBackend", "RolloutBackend", "VLLMBackend", "make_backend"]
+__all__ = [
+    "GenerationWorkersBackend",
+    "OpenAIBackend",
+    "RolloutBackend",
+    "VLLMBackend",
+    "make_backend",
+]
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +205,112 @@ class VLLMBackend(OpenAIBackend):
         self.server.stop()
 
 
+class GenerationWorkersBackend(RolloutBackend):
+    """``local`` sampling in N Ray generation workers (module doc); the trainer's own ``policy``
+    stays for evaluation and guidance.
+
+    Args:
+        policy: the run's local sampler (held, not used for RL rollouts).
+        pool: a started :class:`~agentic_rl.rollout.generation_workers.GenerationWorkerPool`.
+
+    Attributes:
+        pool: the workers. sync_bytes: bytes of the latest sync's tensors.
+    """
+
+    def __init__(self, policy: Policy, pool: Any):
+        super().__init__(policy)
+        self.pool = pool
+        self._full_sent = False
+        self.sync_bytes = 0
+
+    def sync(self, model: Any, version: int) -> float:
+        """Push ``model``'s weights to every live worker (put once in Ray's object store) and
+        record ``version``; returns the seconds. The first sync sends the whole state dict; later
+        ones the parameters that train (all of them, or a LoRA run's adapters).
+
+        Raises:
+            GenerationWorkerError: no worker is alive.
+        """
+        if self._full_sent:
+            weights = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+        else:
+            weights = {n: t.detach() for n, t in model.state_dict().items()}
+        self.sync_bytes = sum(t.numel() * t.element_size() for t in weights.values())
+        seconds = self.pool.sync(weights, int(version))
+        self._full_sent = True
+        self.version = int(version)
+        return seconds
+
+    def run_episodes(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        seeds: Sequence[int],
+        group_ids: Sequence[str],
+        rollout: RolloutConfig,
+        *,
+        sample_seed: int | None = None,
+    ) -> list[Trajectory]:
+        """One round of RL rollouts in the workers (each builds its own envs); trajectories in
+        the order of ``seeds``, those of a worker that failed marked failed.
+
+        Raises:
+            GenerationWorkerError: no worker is alive.
+        """
+        return self.pool.rollout(
+            env_id, env_kwargs, seeds, group_ids, rollout, sample_seed=sample_seed
+        )
+
+    def close(self) -> None:
+        """Kill the workers (idempotent; Ray itself is stopped by whoever started it)."""
+        self.pool.shutdown()
+
+
+def sampling_model(hf_config: Any, model_cfg: Any) -> Any:
+    """A fresh model of ``hf_config`` with the run's LoRA adapters if ``model_cfg.lora``: what a
+    generation worker samples with (its values are replaced by the first weight sync). Runs in
+    the worker (Ray pickles this function by reference)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agentic_rl.trainer.model_setup import with_lora
+
+    # float32: the trainer's dtype (policy.model_loading.load_model)
+    model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32)
+    return with_lora(model, model_cfg)
+
+
+def generation_workers_backend(
+    scale: Any, model_cfg: Any, model_dir: Path, local: Policy, seed: int
+) -> GenerationWorkersBackend:
+    """Start ``scale.num_generation_workers`` actors (Ray must be up: ``trainer.scale.scale_out``)
+    sampling with copies of the model at ``model_dir`` (its config and tokenizer are shipped to
+    them, so worker nodes need no copy of the model directory).
+
+    Raises:
+        GenerationWorkerError: an actor failed to start.
+    """
+    from functools import partial
+
+    from transformers import AutoConfig
+
+    from agentic_rl.policy.model_loading import load_tokenizer
+    from agentic_rl.rollout.generation_workers import GenerationWorkerPool
+
+    hf_config = AutoConfig.from_pretrained(model_dir)
+    pool = GenerationWorkerPool(
+        scale.num_generation_workers,
+        partial(sampling_model, hf_config, model_cfg),
+        load_tokenizer(model_dir),
+        model_cfg,
+        seed=seed,
+        cpus_per_worker=scale.generation_worker_cpus,
+        timeout_s=scale.generation_worker_timeout_s,
+        num_threads=model_cfg.num_threads,
+    )
+    return GenerationWorkersBackend(local, pool)
+
+
 def _openai_policy(base_url: str, api_key_env: str, served_model: str, eos_token_id: int, cfg):
     """An OpenAICompatPolicy on ``base_url`` (``served_model`` empty: the server's first model)."""
     from agentic_rl.policy.openai_compat import OpenAICompatPolicy, make_client
@@ -210,22 +331,36 @@ def _openai_policy(base_url: str, api_key_env: str, served_model: str, eos_token
 
 
 def make_backend(
-    rollout: RolloutConfig, model_cfg, model_dir: Path, run_dir: Path, local: Policy, eos_id: int
+    rollout: RolloutConfig,
+    model_cfg,
+    model_dir: Path,
+    run_dir: Path,
+    local: Policy,
+    eos_id: int,
+    scale: Any = None,
+    seed: int = 0,
 ) -> RolloutBackend:
-    """The run's rollout backend (``rollout.backend``); a ``vllm`` server is started here.
+    """The run's rollout backend (``rollout.backend``); a ``vllm`` server, or the Ray generation
+    workers of ``scale.num_generation_workers`` > 0, are started here.
 
     Args:
         rollout: ``[rollout]``. model_cfg: ``[model]`` (``max_batch`` = requests in flight).
         model_dir: the run's resolved HF model directory (what a vLLM server loads).
         run_dir: the run directory (the vLLM server's log goes there).
         local: the run's local sampler. eos_id: the end-of-turn token id.
+        scale: ``[scale]`` (None: no generation workers). seed: the run's seed.
 
     Raises:
         ConfigError: an unknown backend, ``openai`` without ``rollout.base_url``, a server that
             cannot be reached or serves no model, or ``api_key_env`` naming an unset variable.
         VLLMServerError: no vLLM virtualenv is found, or the server does not start.
         ImportError: the ``openai`` client is missing (extra ``openai``).
+        GenerationWorkerError: a generation worker failed to start.
     """
+    if scale is not None and scale.num_generation_workers > 0:
+        if rollout.backend != "local":  # check_scale refuses it before any work
+            raise ConfigError("scale.num_generation_workers > 0 needs rollout.backend = 'local'")
+        return generation_workers_backend(scale, model_cfg, model_dir, local, seed)
     if rollout.api_key_env and rollout.api_key_env not in os.environ:
         raise ConfigError(
             f"rollout.api_key_env: environment variable {rollout.api_key_env!r} is not set"

@@ -11,6 +11,7 @@ own share of the tasks (whole groups).
 from __future__ import annotations
 
 from agentic_rl.rollout import run_episodes
+from agentic_rl.trainer.backends import GenerationWorkersBackend
 from agentic_rl.trainer.evaluation import is_success
 from agentic_rl.trainer.guidance import guide_round, is_guided
 from agentic_rl.trainer.run import Run, env_kwargs
@@ -27,11 +28,13 @@ def _rollout_round(
     cfg = run.config
     ranks = run.ranks
     seeds = [s for s in task_seeds for _ in range(cfg.algorithm.group_size)]
-    envs = [run.scale.make_env(cfg.env.id, **env_kwargs(run)) for _ in seeds]
     # per-episode sampling seeds: the same step samples the same tokens after a resume (one per rank)
     sample_seed = (
         (cfg.seed * 1_000_003 + step) * ranks.world_size + ranks.rank + round_index * 1_000_000_007
     )
+    if isinstance(run.backend, GenerationWorkersBackend) and seeds:
+        return guide_round(run, _remote_round(run, step, seeds, sample_seed))
+    envs = [run.scale.make_env(cfg.env.id, **env_kwargs(run)) for _ in seeds]
     try:
         trajectories = (
             run_episodes(
@@ -58,6 +61,27 @@ def _rollout_round(
             env.close()
     # sampling.guidance (on by default): the oracle's episode in all-failed groups
     return guide_round(run, scored)
+
+
+def _remote_round(run: Run, step: int, seeds: list[int], sample_seed: int) -> list[Trajectory]:
+    """One round's episodes in the Ray generation workers (each builds its own envs), scored
+    here with the rubric of one env built in this process (or the env workers)."""
+    cfg = run.config
+    kwargs = env_kwargs(run)
+    trajectories = run.backend.run_episodes(
+        cfg.env.id,
+        kwargs,
+        seeds,
+        [f"rl-{step}-{s}" for s in seeds],
+        cfg.rollout,
+        sample_seed=sample_seed,
+    )
+    trajectories = run.backend.finish_round(trajectories)
+    env = run.scale.make_env(cfg.env.id, **kwargs)
+    try:
+        return env.rubric(cfg.reward).apply_batch(trajectories)
+    finally:
+        env.close()
 
 
 def _task_seeds(run: Run, step: int, round_index: int, n: int, exclude: list[int]) -> list[int]:

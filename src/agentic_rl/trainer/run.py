@@ -165,8 +165,15 @@ def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> 
         lambda: run_metrics_log(run_dir, config.tracking, config=dataclasses.asdict(config))
     )
     trajectories = TrajectoryStore(run_dir / RUN_STORE_DIRNAME) if ranks.is_main else None
-    backend = make_backend(
-        config.rollout, config.model, model_dir, run_dir, policy, chat.eos_token_id
+    backend = make_backend(  # with scale.num_generation_workers > 0: Ray generation workers
+        config.rollout,
+        config.model,
+        model_dir,
+        run_dir,
+        policy,
+        chat.eos_token_id,
+        scale=config.scale,
+        seed=config.seed,
     )
     return Run(
         config,

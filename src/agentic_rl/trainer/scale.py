@@ -11,6 +11,14 @@ Two independent switches, both off by default (then the recipe runs exactly as o
   Generation stays in the trainer process. With the continuous decode schedule (the default
   ``fast`` sampler) the rollout engine runs env steps on worker threads, so steps of different
   episodes are in flight together (one at a time per actor).
+* **Generation workers** (``[scale] num_generation_workers = M``, ``agentic-rl train
+  --num-generation-workers M``): the RL rollouts run as whole episodes in M Ray actors, each
+  with its own copy of the policy and its own envs
+  (:mod:`agentic_rl.rollout.generation_workers`, built by
+  :func:`agentic_rl.trainer.backends.make_backend`); after every RL step the trainer pushes its
+  weights to them. Ray is started (or joined) here as for env workers; the workers are killed
+  when the run's backend closes, before this module stops Ray. Only with ``rollout.backend =
+  "local"``, ``algorithm.max_off_policy_steps = 0`` and one process (:func:`check_scale`).
 * **Data parallel** (``torchrun --nproc-per-node W -m agentic_rl.cli train …``): W ranks each
   roll out a contiguous share of each step's tasks (a group never spans ranks, so group
   baselines are exact), run the unchanged update on it, and average gradients weighted by each
@@ -78,12 +86,39 @@ def _host_port(address: str) -> tuple[str, int] | None:
     return host.strip("[]"), int(port)
 
 
+def _check_generation_workers(config: Any) -> None:
+    """Refuse what Ray generation workers do not support (yet).
+
+    Raises:
+        ConfigError: ``rollout.backend`` other than ``local``; ``algorithm.max_off_policy_steps``
+            >= 1; a torchrun launch with W > 1.
+    """
+    if config.rollout.backend != "local":
+        raise ConfigError(
+            f"scale.num_generation_workers > 0 needs rollout.backend = 'local', got "
+            f"{config.rollout.backend!r}: a server backend already samples outside the trainer "
+            "(start more servers instead)"
+        )
+    if config.algorithm.max_off_policy_steps:
+        raise ConfigError(
+            "scale.num_generation_workers > 0 is not supported with "
+            "algorithm.max_off_policy_steps >= 1 yet (the async producer samples in the trainer)"
+        )
+    if launched_world_size() > 1:
+        raise ConfigError(
+            "scale.num_generation_workers > 0 is not supported under torchrun yet "
+            "(each rank would start its own workers); train with one process"
+        )
+
+
 def check_scale(config: Any) -> None:
     """Check ``[scale]`` and the launch before any work: Ray installed, cluster reachable,
     algorithm supported under ``torchrun``.
 
     Raises:
-        ConfigError: Ray missing while ``num_env_workers`` > 0; ``ray_address`` malformed or
+        ConfigError: Ray missing while ``num_env_workers`` or ``num_generation_workers`` > 0;
+            generation workers with a server backend, async training or torchrun;
+            ``ray_address`` malformed or
             nothing accepts a TCP connection there within ``CONNECT_TIMEOUT_S``; a data-parallel
             launch (W > 1) with credit that needs the whole step's batch on one process
             (``ppo``, ``reinforce_pp``, ``grpo`` with ``std_scope = "batch"``).
@@ -98,14 +133,15 @@ def check_scale(config: Any) -> None:
                 f"algorithm.name {alg.name!r} is not supported under torchrun yet ({why}); "
                 "train with one process"
             )
-    if scale.num_env_workers == 0:
+    if scale.num_generation_workers > 0:
+        _check_generation_workers(config)
+    if scale.num_env_workers == 0 and scale.num_generation_workers == 0:
         return
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise ConfigError(
-            "scale.num_env_workers > 0 needs Ray: pip install 'agentic-rl[ray]'"
-        ) from None
+        which = "num_env_workers" if scale.num_env_workers else "num_generation_workers"
+        raise ConfigError(f"scale.{which} > 0 needs Ray: pip install 'agentic-rl[ray]'") from None
     target = _host_port(scale.ray_address) if scale.ray_address else None
     if target is not None:
         try:
@@ -137,17 +173,20 @@ class ScaleOut:
         return self.pool.make(env_id, **kwargs)
 
 
-def _start_pool(scale: Any) -> tuple[Any, bool]:
-    """The run's :class:`EnvWorkerPool`, and whether this call started Ray (and must stop it).
+def _start_ray(scale: Any) -> bool:
+    """Start or join the run's Ray (unless this process is already connected); returns whether
+    this call started it (and must stop it).
 
     Raises:
-        ConfigError: the cluster cannot be joined, or has fewer CPUs than the workers reserve.
+        ConfigError: the cluster cannot be joined, or has fewer CPUs than the env and
+            generation workers reserve.
     """
     import ray
 
-    from agentic_rl.rollout.env_workers import EnvWorkerPool
-
-    wanted = scale.num_env_workers * scale.env_worker_cpus
+    wanted = (
+        scale.num_env_workers * scale.env_worker_cpus
+        + scale.num_generation_workers * scale.generation_worker_cpus
+    )
     started = False
     if not ray.is_initialized():
         try:
@@ -171,34 +210,41 @@ def _start_pool(scale: Any) -> tuple[Any, bool]:
         if started:
             ray.shutdown()
         raise ConfigError(
-            f"scale: {scale.num_env_workers} env workers x {scale.env_worker_cpus:g} CPUs = {wanted:g} "
-            f"CPUs, but the Ray cluster has {available:g}; lower scale.env_worker_cpus or add nodes"
+            f"scale: {scale.num_env_workers} env workers x {scale.env_worker_cpus:g} CPUs + "
+            f"{scale.num_generation_workers} generation workers x "
+            f"{scale.generation_worker_cpus:g} CPUs = {wanted:g} CPUs, but the Ray cluster has "
+            f"{available:g}; lower scale.env_worker_cpus / scale.generation_worker_cpus or add nodes"
         )
-    pool = EnvWorkerPool(
-        scale.num_env_workers,
-        cpus_per_worker=scale.env_worker_cpus,
-        timeout_s=scale.env_worker_timeout_s,
-    )
-    return pool, started
+    return started
 
 
 @contextmanager
 def scale_out(config: Any) -> Iterator[ScaleOut]:
-    """Join the torchrun process group (if launched so) and start the env workers (if asked);
-    on exit, also after an error, shut down the workers, the Ray this call started, and the
-    process group this call joined.
+    """Join the torchrun process group (if launched so), start or join Ray (if env or generation
+    workers are asked) and start the env workers; on exit, also after an error, shut down the
+    env workers, the Ray this call started (and with it any generation worker still alive), and
+    the process group this call joined.
 
     Raises:
-        ConfigError: see :func:`_start_pool`.
+        ConfigError: see :func:`_start_ray`.
         RuntimeError: a torchrun rendezvous that fails (see ``init_distributed``).
     """
     joined = launched_world_size() > 1 and not (dist.is_available() and dist.is_initialized())
     # gloo: the recipe trains on the CPU (NCCL would need the model and gradients on GPUs)
     ctx = init_distributed("gloo")
     pool, started_ray = None, False
+    scale = config.scale
     try:
-        if config.scale.num_env_workers > 0:
-            pool, started_ray = _start_pool(config.scale)
+        if scale.num_env_workers > 0 or scale.num_generation_workers > 0:
+            started_ray = _start_ray(scale)
+        if scale.num_env_workers > 0:
+            from agentic_rl.rollout.env_workers import EnvWorkerPool
+
+            pool = EnvWorkerPool(
+                scale.num_env_workers,
+                cpus_per_worker=scale.env_worker_cpus,
+                timeout_s=scale.env_worker_timeout_s,
+            )
         yield ScaleOut(ctx, pool)
     finally:
         if pool is not None:
