@@ -303,9 +303,9 @@ def plot(summary: dict[str, Any], path: Path) -> Path:
         xs = [tags.index(t) + (j - (len(summary["runs"]) - 1) / 2) * width for t in r["points"]]
         ps = list(r["points"].values())
         ys = [100 * p["estimate"] for p in ps]
-        err = [
-            [100 * (p["estimate"] - p["low"]) for p in ps],
-            [100 * (p["high"] - p["estimate"]) for p in ps],
+        err = [  # max(0, ·): at 0/n or n/n the Wilson bound equals the point up to rounding
+            [max(0.0, 100 * (p["estimate"] - p["low"])) for p in ps],
+            [max(0.0, 100 * (p["high"] - p["estimate"])) for p in ps],
         ]
         ax.errorbar(
             xs,
