@@ -27,6 +27,9 @@ def test_frozenlake_two_step_smoke_run(tiny_model_dir, tmp_path):
         ),
     )
     assert config.env.id == "frozenlake-v0" and config.warmup.env_kwargs == {}
+    # the shipped frozenlake recipe: neighbour line, one short context per turn
+    assert config.env.kwargs == {"describe_neighbours": True, "keep_history": False}
+    assert config.algorithm.steps == 2 and config.warmup.num_demos == 2  # the test's sizes win
     run_dir = train(config)
     rows = MetricsLog(run_dir / "metrics.jsonl").rows()
     warmup = [r for r in rows if r["phase"] == "warmup"]

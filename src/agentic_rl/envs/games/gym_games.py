@@ -117,11 +117,18 @@ class FrozenLakeTextEnv(GymTextEnv):
     """
 
     description = "FrozenLake: walk from S to G on a random map without falling into a hole"
-    #: rollout budgets of ``agentic-rl train --env`` (an oracle episode of 6 turns is ~450 tokens)
+    #: ``agentic-rl train --env``'s recipe (docs/training_runs.md, "frozenlake-v0 with a Markov
+    #: observation"): rollout budgets, the neighbour line and one short context per turn, a
+    #: 24-demonstration warm-up that teaches the format only, an lr warm-up and 12 RL steps
     recipe_overrides: dict[str, Any] = {
         "rollout.max_turns": 16,
         "rollout.max_new_tokens": 24,
         "rollout.max_total_tokens": 2048,
+        "env.kwargs.describe_neighbours": True,
+        "env.kwargs.keep_history": False,
+        "warmup.num_demos": 24,
+        "optim.lr_warmup_steps": 8,
+        "algorithm.steps": 12,
     }
 
     def __init__(
