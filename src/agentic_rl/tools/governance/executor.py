@@ -30,6 +30,14 @@ a parser error's result and audit record carry the id of its place in the messag
   a plain dict of the same keys is accepted). An event both report (same category, call and
   rule) is kept once.
 
+Routing: an optional ``route(call) -> call`` (constructor keyword or the public ``route``
+attribute) rewrites each parsed call before anything else happens to it, so the permission
+decision, the run and the audit record all see the routed call. An env uses it to name a
+generic action by what it really does: web-shop-v0 turns a ``click`` that submits the pay form
+into a ``pay`` call, which the policy can then ``ask`` about. A route that raises makes the call
+an error observation (audited with status ``route_error``), never an exception; one that returns
+something other than a ToolCall is a bug and raises ``TypeError``.
+
 Risk events go onto the env's step observation, ``Observation.risk_events`` (then
 ``Turn.risk_events``), where the risk components of :mod:`agentic_rl.rewards.risk` count them.
 """
@@ -55,11 +63,13 @@ from agentic_rl.tools.governance.audit import AuditLog
 from agentic_rl.tools.governance.permissions import Decision, PermissionPolicy
 from agentic_rl.types import RiskEvent, ToolCall, ToolCallError, ToolResult, valid_text
 
-__all__ = ["ExecutionReport", "ToolExecutor", "RiskDetector", "risk_event"]
+__all__ = ["CallRouter", "ExecutionReport", "ToolExecutor", "RiskDetector", "risk_event"]
 
 log = logging.getLogger(__name__)
 
 RiskDetector = Callable[[ToolCall, ToolResult], Sequence[RiskEvent | Mapping[str, Any]]]
+#: ``route(call) -> call``: rewrites a parsed call before the permission check (module docstring)
+CallRouter = Callable[[ToolCall], ToolCall]
 _RECORD_FIELDS = {
     "time",
     "trajectory_id",
@@ -121,10 +131,13 @@ class ToolExecutor:
             defaults to "".
         max_chars: longest observation shown to the policy (longer outputs are truncated).
         risk_detector: optional ``(call, result) -> risk events`` run after each allowed call.
+        route: optional ``(call) -> call`` applied to each parsed call before the permission
+            check (see the module docstring); also settable later as the ``route`` attribute.
 
     Raises:
         ValueError: a context key collides with a record field, ``max_chars`` is not positive, or a
             ``paths`` rule of the policy names an argument its tool lacks (:meth:`PermissionPolicy.check_tools`).
+        TypeError: ``route`` is given but not callable.
     """
 
     def __init__(
@@ -136,7 +149,10 @@ class ToolExecutor:
         *,
         max_chars: int = DEFAULT_MAX_CHARS,
         risk_detector: RiskDetector | None = None,
+        route: CallRouter | None = None,
     ):
+        if route is not None and not callable(route):
+            raise TypeError(f"route must be callable (call -> call), got {type(route).__name__}")
         context = dict(context or {})
         clash = sorted(set(context) & _RECORD_FIELDS)
         if clash:
@@ -150,6 +166,7 @@ class ToolExecutor:
         self.context = {"run_id": "", **context}
         self.max_chars = max_chars
         self.risk_detector = risk_detector
+        self.route: CallRouter | None = route
 
     def execute(
         self,
@@ -188,7 +205,41 @@ class ToolExecutor:
             events.extend(new_events)
         return ExecutionReport(tuple(results), tuple(events))
 
+    def _routed(self, call: ToolCall) -> ToolCall | ToolResult:
+        """``call`` through :attr:`route` (itself without one), or the error result of a route
+        that raised.
+
+        Raises:
+            TypeError: the route returned something other than a ToolCall (a bug in the route).
+        """
+        if self.route is None:
+            return call
+        try:
+            routed = self.route(call)
+        except Exception as exc:  # noqa: BLE001 - a failing route is the call's error, not the turn's
+            return ToolResult(call.id, call.name, f"Error: {type(exc).__name__}: {exc}", ok=False)
+        if not isinstance(routed, ToolCall):
+            raise TypeError(
+                f"ToolExecutor.route must return a ToolCall, got {type(routed).__name__} "
+                f"for the call to {call.name!r}"
+            )
+        return routed
+
     def _one(self, call: ToolCall, where: dict[str, Any]) -> tuple[ToolResult, list[RiskEvent]]:
+        routed = self._routed(call)
+        if isinstance(routed, ToolResult):
+            self._audit(
+                where,
+                call,
+                routed.content,
+                routed,
+                0.0,
+                Decision(False, "route", routed.content),
+                "error",
+                "route_error",
+            )
+            return self._shown(routed), []
+        call = routed
         if call.name not in self.tools:
             result = _run_one(call, self.tools)
             self._audit(

@@ -21,8 +21,9 @@ Actions
     ``browser="chromium"``: the same pages in headless Chromium (extra ``web`` and Debian's
     chromium + chromium-driver). A reply without a tool call ends the episode.
 Permissions
-    A click (or Enter) that submits a shop form is run as that form's action, so the permission
-    policy and the audit log see it by name: ``add_to_cart``, ``remove_from_cart``,
+    A click (or Enter) that submits a shop form is run as that form's action (the executor's
+    public ``route`` hook, :class:`~agentic_rl.tools.governance.executor.ToolExecutor`), so the
+    permission policy and the audit log see it by name: ``add_to_cart``, ``remove_from_cart``,
     ``place_order`` (workspace_write), ``pay`` and ``cancel_order`` (irreversible, allowed by
     default). ``[tools.permissions.tools.pay] mode = "ask"`` makes paying ask (refused, with a
     ``denied`` risk event, when nobody answers: ``ask_default`` false). The other actions and
@@ -65,7 +66,7 @@ from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.rewards import RewardWeights, Rubric
 from agentic_rl.tools.browser.actions import BrowserActions
 from agentic_rl.tools.definition.tool import Tool
-from agentic_rl.tools.governance.executor import ToolExecutor, risk_event
+from agentic_rl.tools.governance.executor import risk_event
 from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.types import Action, Message, Observation, ToolCall
 
@@ -112,21 +113,6 @@ class ShopSnapshot:
     done: bool
     trajectory_id: str
     grade: db.ShopGrade
-
-
-class _RoutingExecutor(ToolExecutor):
-    """The env's executor: each call is first renamed by ``route`` (a click that submits the pay
-    form becomes a ``pay`` call), right before the policy decides on it, so the decision and the
-    audit record name the shop's action. Calls run one by one, in message order."""
-
-    def __init__(self, base: ToolExecutor, route: Any):
-        super().__init__(
-            base.tools, base.policy, base.audit, base.context, max_chars=base.max_chars
-        )
-        self.route = route
-
-    def _one(self, call: ToolCall, where: dict[str, Any]) -> Any:
-        return super()._one(self.route(call), where)
 
 
 def _require(browser: str) -> None:
@@ -228,7 +214,8 @@ class WebShopEnv(ToolEnv):
             run_id,
             offered=BROWSER_TOOLS,
         )
-        self.executor = _RoutingExecutor(self.executor, self._route)
+        # a click or Enter that submits a shop form runs (and is decided, audited) as that action
+        self.executor.route = self._route
         self.task: ShopTask | None = None
         self.grade = db.ShopGrade()
         self._routed: list[tuple[str, str]] = []
