@@ -1,4 +1,5 @@
-"""Rollout decode throughput: agentic-rl's FastPolicy vs plain HF ``generate``, same run, same prompts.
+"""Rollout decode throughput: agentic-rl's FastPolicy vs plain HF ``generate`` vs a vLLM CPU server,
+same run, same prompts.
 
 For batch sizes 1 and 16 (``--batches``), both paths sample ``--new-tokens`` tokens per row at
 T = 1 from SmolLM2-135M-Instruct (fp32, the trainer's weights) with the end-of-turn token
@@ -16,7 +17,21 @@ with FLOPs per step = 2 · params · B (each weight is used once per token; atte
 contexts is small) and weight bytes = 4 · params read once per step. Peak GFLOP/s (2048² fp32
 ``mm``) and bandwidth (a 512 MB copy) are measured in the same run.
 
-Usage: ``python benchmarks/decode_throughput.py [--batches 1 16] [--new-tokens 64] [--repeats 3]``.
+vLLM (``--vllm compiled|eager|off``; default ``compiled``, the server ``--rollout-backend vllm``
+starts): after the in-process paths are timed (never both at once on a small machine), a vLLM
+server (``.venv-vllm``, :class:`~agentic_rl.policy.vllm_server.VLLMServer`, float32, same
+weights) is started and sent the same prompts as token ids through ``POST /v1/completions`` by
+:class:`~agentic_rl.policy.openai_compat.OpenAICompatPolicy` (the rollout path), one request per
+row, all rows' requests in flight at once, with ``ignore_eos`` so every row decodes exactly
+``--new-tokens`` tokens at T = 1, top-p 1, top-k off. Prefix caching is off (the repeats send the
+same prompts; HF and FastPolicy encode them every time). Timed: the whole batch of requests,
+HTTP included. The server's worker gets this process's torch thread count, unpinned
+(``OMP_NUM_THREADS``, ``VLLM_CPU_OMP_THREADS_BIND=nobind``; vLLM's default on 2 cores pins one
+thread and reserves the other core for its scheduler); its start-up time is printed. Without
+``.venv-vllm`` the vLLM table says why.
+
+Usage: ``python benchmarks/decode_throughput.py [--batches 1 16] [--new-tokens 64] [--repeats 3]
+[--vllm compiled|eager|off]``.
 """
 
 from __future__ import annotations
@@ -72,6 +87,13 @@ def main() -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="also time the bfloat16 sampler (default: when oneDNN has bf16 kernels here)",
+    )
+    parser.add_argument(
+        "--vllm",
+        choices=("compiled", "eager", "off"),
+        default="compiled",
+        help="also time a vLLM CPU server: compiled (as the trainer starts it), eager "
+        "(--enforce-eager, quicker to start) or off",
     )
     args = parser.parse_args()
     reexec_with_allocator()  # as the agentic-rl command runs; both sides share this process and allocator
@@ -157,6 +179,10 @@ def main() -> None:
             )
         )
 
+    vllm_rows: dict[int, float] | str = "off"
+    if args.vllm != "off":
+        vllm_rows = vllm_throughput(model_dir, prompts, args, tokenizer.pad_token_id)
+
     print(
         f"SmolLM2-135M fp32, {args.new_tokens} new tokens per row, T=1, median of {args.repeats}; "
         f"threads={torch.get_num_threads()}, measured peak {flops_peak / 1e9:.0f} GFLOP/s, "
@@ -171,6 +197,7 @@ def main() -> None:
             f"{batch:>5} | {hf_tps:>17.1f} | {fast_tps:>21.1f} | {ratio:>5.2f}x | {bf_tps:>21.1f} | "
             f"{bf_ratio:>5.2f}x | {limit_tps:>16.1f} | {frac:>12.0%}"
         )
+    _print_vllm(vllm_rows, rows, args)
     if mismatch:
         diffs = torch.tensor(mismatch)
         outside = float(((diffs.exp() - 1).abs() > 0.2).float().mean())
@@ -181,6 +208,71 @@ def main() -> None:
         )
     elif not use_bf16:
         print("bf16 sampler: not timed (oneDNN has no bf16 kernels on this CPU; --bf16 forces it)")
+
+
+def vllm_throughput(model_dir, prompts, args, pad_id: int) -> dict[int, float] | str:
+    """Tokens/s of a vLLM CPU server per batch size in ``args.batches`` (module docstring), or
+    why it could not be timed (no ``.venv-vllm``, a failed start)."""
+    from agentic_rl.policy.openai_compat import OpenAICompatPolicy, make_client
+    from agentic_rl.policy.vllm_server import VLLMServer, VLLMServerError, vllm_unavailable_reason
+
+    reason = vllm_unavailable_reason()
+    if reason:
+        return f"not timed: {reason}"
+    server = VLLMServer(
+        model_dir,
+        eager=args.vllm == "eager",
+        # the same threads as this process, unpinned ("auto" would pin 1 thread and reserve a core)
+        env={
+            "OMP_NUM_THREADS": str(torch.get_num_threads()),
+            "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        },
+        extra_args=("--no-enable-prefix-caching",),
+    )
+    try:
+        server.start()
+        print(f"vLLM server ({args.vllm}) ready after {server.wait_ready(3600):.0f} s", flush=True)
+        client = make_client(server.base_url, timeout_s=1800, max_retries=0)
+        policy = OpenAICompatPolicy(
+            client,
+            server.model_name,
+            NO_EOS,
+            max_concurrency=max(args.batches),
+            extra_body={"ignore_eos": True, "stop_token_ids": [], "min_tokens": args.new_tokens},
+        )
+        sampling, out = SamplingParams(temperature=1.0), {}
+        for batch in args.batches:
+            requests = [
+                GenerationRequest(tuple(c), args.new_tokens, episode_index=i)
+                for i, c in enumerate(prompts[:batch])
+            ]
+            gens = policy.generate(requests, sampling)  # warm-up, and a check of the lengths
+            if policy.failures or any(len(g.token_ids) != args.new_tokens for g in gens):
+                return f"not timed: bad answers ({policy.failures or [len(g.token_ids) for g in gens]})"
+            seconds = _median_time(lambda r=requests: policy.generate(r, sampling), args.repeats)
+            out[batch] = batch * args.new_tokens / seconds
+        return out
+    except VLLMServerError as exc:
+        return f"not timed: {str(exc).splitlines()[0]}"
+    finally:
+        server.stop()
+
+
+def _print_vllm(vllm_rows, rows, args) -> None:
+    """The vLLM table: tokens/s per batch size and its ratio to HF ``generate`` and FastPolicy."""
+    if isinstance(vllm_rows, str):
+        print(f"vLLM CPU server: {vllm_rows}")
+        return
+    print(
+        f"vLLM CPU server ({args.vllm}, float32, token ids in via /v1/completions, one request "
+        f"per row, all in flight):"
+    )
+    print(
+        f"{'batch':>5} | {'vLLM tok/s':>10} | {'vs HF generate':>14} | {'vs agentic-rl fp32':>18}"
+    )
+    for batch, hf_tps, fast_tps, *_ in rows:
+        v = vllm_rows.get(batch, math.nan)
+        print(f"{batch:>5} | {v:>10.1f} | {v / hf_tps:>13.2f}x | {v / fast_tps:>17.2f}x")
 
 
 def _logprob_mismatch(model, requests, gens) -> list[float]:

@@ -1,7 +1,8 @@
 """OpenAI-compatible backend against a real HTTP server on 127.0.0.1 (tests/policy/openai_stub_server.py):
 token-in/token-out rollouts with server logprobs, the importance ratio against the trainer's
 scoring, retries, timeouts and failed requests as failed trajectories; chat completions with
-structured tool calls. (The llama.cpp server tests are in test_llama_cpp_server.py.)"""
+structured tool calls. (The same path against a real vLLM server is tested in
+test_openai_vllm.py.)"""
 
 from __future__ import annotations
 

@@ -9,8 +9,10 @@ logprobs match the trainer's new ones within the same tolerance and are far from
 ``stop()`` leaves no process and frees the port; a bad model directory fails with the log's
 tail and leaks nothing.
 
-One server start per module (about 2.5 min on 2 idle cores: a torch.compile warm-up; longer on
-a loaded machine). Without ``.venv-vllm`` (or ``$AGENTIC_RL_VLLM_PYTHON``) the module skips.
+One server start per module (``--enforce-eager``, tests/policy/vllm_fixtures.py). The OpenAI
+path (``rollout.backend = "openai"``, chat completions with tools, LoRA hot-load) against a real
+server is tested in test_openai_vllm.py. Without ``.venv-vllm`` (or ``$AGENTIC_RL_VLLM_PYTHON``)
+the module skips.
 """
 
 from __future__ import annotations
@@ -20,17 +22,10 @@ import time
 
 import pytest
 
-from agentic_rl.policy.vllm_server import (
-    VLLMServer,
-    VLLMServerError,
-    group_members,
-    port_in_use,
-    vllm_unavailable_reason,
-)
+from agentic_rl.policy.vllm_server import VLLMServer, VLLMServerError, group_members, port_in_use
+from tests.policy.vllm_fixtures import LOGPROB_ATOL, hf_logprobs, running_server, skip_without_vllm
 
-_SKIP = vllm_unavailable_reason()
-
-pytestmark = pytest.mark.skipif(bool(_SKIP), reason=f"vLLM CPU server unavailable: {_SKIP}")
+pytestmark = skip_without_vllm
 pytest.importorskip("openai", reason="the optional extra 'openai' is not installed")
 
 import torch  # noqa: E402
@@ -40,12 +35,8 @@ from agentic_rl.policy.openai_compat import OpenAICompatPolicy, make_client  # n
 from agentic_rl.policy.vllm_sync import engine_weight_version, sync_full_weights  # noqa: E402
 from agentic_rl.types import Message  # noqa: E402
 
-# |log p_vLLM − log p_HF| per sampled token, both float32 on CPU: different kernels and
-# reduction orders (measured max about 1e-5 on this machine; see the report in the test output)
-LOGPROB_ATOL = 2e-3
 TEMPERATURE = 0.7
 NEW_TOKENS = 24
-START_TIMEOUT_S = 1200
 
 
 @pytest.fixture(scope="module")
@@ -58,15 +49,8 @@ def hf_model(model_dir):
 @pytest.fixture(scope="module")
 def server(model_dir, tmp_path_factory):
     # eager: no torch.compile warm-up (minutes on a loaded 2-core machine); same weights path
-    log_path = tmp_path_factory.mktemp("vllm") / "server.log"
-    srv = VLLMServer(model_dir, log_path=log_path, eager=True)
-    srv.start()
-    try:
-        seconds = srv.wait_ready(START_TIMEOUT_S)
-        print(f"\nvLLM server ready after {seconds:.1f} s (log {srv.log_path})")
+    with running_server(model_dir, tmp_path_factory.mktemp("vllm")) as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture(scope="module")
@@ -88,12 +72,8 @@ def _sample(server, chat, prompt_ids):
     return _policy(server, chat).complete(req, SamplingParams(temperature=TEMPERATURE))
 
 
-@torch.no_grad()
 def _hf_logprobs(model, prompt_ids, new_ids):
-    ids = torch.tensor([list(prompt_ids) + list(new_ids)])
-    logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
-    logp = torch.log_softmax(logits / TEMPERATURE, dim=-1)
-    return logp.gather(-1, torch.tensor(new_ids)[:, None])[:, 0]
+    return hf_logprobs(model, prompt_ids, new_ids, TEMPERATURE)
 
 
 def test_bad_model_dir_fails_clearly_and_leaks_nothing(tmp_path):

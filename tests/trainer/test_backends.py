@@ -4,9 +4,9 @@ through the backend (weight-sync time, staleness and policy versions logged and 
 the backend is closed at the end of a run and when it fails.
 
 No test here talks to a live server (only a closed port): a training run through a real vLLM
-server (whose rollouts go through the same OpenAICompatPolicy as ``openai``) is in
-tests/trainer/test_backend_vllm.py; llama.cpp's server (tests/policy/test_llama_cpp_server.py)
-returns no sampled token ids, so a training rollout through ``openai`` on it fails by design.
+server started by the run is in tests/trainer/test_backend_vllm.py, and ``agentic-rl train
+--rollout-backend openai --base-url URL`` against a live vLLM server in
+tests/policy/test_openai_vllm.py.
 """
 
 from __future__ import annotations
