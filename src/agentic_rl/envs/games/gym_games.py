@@ -117,8 +117,8 @@ class FrozenLakeTextEnv(GymTextEnv):
     """
 
     description = "FrozenLake: walk from S to G on a random map without falling into a hole"
-    #: ``agentic-rl train --env``'s recipe (docs/training_runs.md, "frozenlake-v0 with a Markov
-    #: observation"): rollout budgets, the neighbour line and one short context per turn, a
+    #: ``agentic-rl train --env``'s recipe (docs/training_runs.md, "A Markov observation: the
+    #: shipped recipe"): rollout budgets, the neighbour line and one short context per turn, a
     #: 24-demonstration warm-up that teaches the format only, an lr warm-up and 12 RL steps
     recipe_overrides: dict[str, Any] = {
         "rollout.max_turns": 16,
