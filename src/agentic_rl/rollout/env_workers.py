@@ -50,12 +50,20 @@ class EnvWorkerError(RuntimeError):
     """A remote env call failed: the env raised, the worker died, or the call timed out."""
 
 
-def _ray():
+def require_ray(feature: str = "env workers"):
+    """The ``ray`` module.
+
+    Raises:
+        AgenticRLError: Ray is not installed (names ``feature`` and the extra to install).
+    """
     try:
         import ray
     except ImportError:
-        raise AgenticRLError("env workers need Ray: pip install 'agentic-rl[ray]'") from None
+        raise AgenticRLError(f"{feature} need Ray: pip install 'agentic-rl[ray]'") from None
     return ray
+
+
+_ray = require_ray
 
 
 class EnvWorker:

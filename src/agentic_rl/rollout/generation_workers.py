@@ -55,8 +55,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from agentic_rl.errors import AgenticRLError
 from agentic_rl.rollout.engine import RolloutConfig, run_episodes
+from agentic_rl.rollout.env_workers import require_ray
 from agentic_rl.types import StopReason, Trajectory
 
 __all__ = [
@@ -75,11 +75,7 @@ class GenerationWorkerError(RuntimeError):
 
 
 def _ray():
-    try:
-        import ray
-    except ImportError:
-        raise AgenticRLError("generation workers need Ray: pip install 'agentic-rl[ray]'") from None
-    return ray
+    return require_ray("generation workers")
 
 
 @dataclass(frozen=True)
