@@ -134,3 +134,18 @@ def test_train_command_runs_under_mimalloc_and_records_it(tiny_model_dir, tmp_pa
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert summary["allocator"] == "mimalloc"
+
+
+def test_without_allocator_takes_only_mimalloc_out_of_a_childs_environment():
+    env = {
+        "LD_PRELOAD": "/x/libmimalloc.so.3:/y/libfoo.so",
+        "MIMALLOC_PURGE_DELAY": "-1",
+        "MIMALLOC_VERBOSE": "1",
+        "PATH": "/bin",
+    }
+    assert allocator.without_allocator(env) == {"LD_PRELOAD": "/y/libfoo.so", "PATH": "/bin"}
+    assert env["MIMALLOC_VERBOSE"] == "1"  # a copy: the caller's mapping is unchanged
+    only = allocator.without_allocator({"LD_PRELOAD": "/x/libmimalloc.so", "HOME": "/h"})
+    assert only == {"HOME": "/h"}
+    chosen = {"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}  # the user's own allocator stays
+    assert allocator.without_allocator(chosen) == chosen

@@ -288,3 +288,33 @@ def test_screenshots_are_stored_with_the_trajectory_and_shown_in_the_viewer(tmp_
         assert "Page:" in driver.find_element(By.ID, "d-chat").text  # the page after a tool turn
     finally:
         env.close()
+
+
+UNDER_MIMALLOC = textwrap.dedent(
+    """
+    from agentic_rl.allocator import active_allocator, reexec_with_allocator
+    reexec_with_allocator()  # what the agentic-rl command does first
+    from agentic_rl.envs import make
+    from agentic_rl.envs.checker import play_oracle
+    env = make("miniwob/click-button-v0")
+    try:
+        won = play_oracle(env, 0, max_turns=12).turns[-1].info["success"]
+        print(active_allocator(), bool(won), flush=True)
+    finally:
+        env.close()
+    """
+)
+
+
+def test_the_browser_starts_in_a_process_running_under_the_trainers_mimalloc():
+    """Regression: the trainer re-executes itself with mimalloc preloaded, and Chromium inherited
+    ``LD_PRELOAD`` and exited at start (``SessionNotCreatedException``) in every ``train`` run."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "AGENTIC_RL_ALLOCATOR")}
+    out = subprocess.run(
+        [sys.executable, "-c", UNDER_MIMALLOC], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    allocator_name, won = out.stdout.split()
+    if allocator_name != "mimalloc":
+        pytest.skip("mimalloc (cmeel-mimalloc) is not available here")
+    assert won == "True"

@@ -18,7 +18,10 @@ Cleanup, in every way an owner can end:
   watchdog then kills the group and the profile's processes and deletes the folder. The group id
   is sent to the watchdog the moment ``chromedriver`` is spawned, before any Chromium exists.
 
-Layer rule: imports the standard library only; Selenium is imported when a browser starts.
+Layer rule: imports the standard library (and :mod:`agentic_rl.allocator`, which imports only the
+standard library); Selenium is imported when a browser starts. ``chromedriver`` and Chromium get
+the environment without the trainer's preloaded mimalloc (:func:`~agentic_rl.allocator.without_allocator`):
+Chromium exits at start under it.
 Linux only (process groups, ``/proc``). Chromium's crash handler runs in a session of its own:
 ``XDG_CONFIG_HOME`` points into the profile folder, so its command line (its crash database)
 names the folder and the folder's sweep finds it. (``--disable-crashpad-for-testing`` would
@@ -37,6 +40,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from agentic_rl.allocator import without_allocator
 
 __all__ = [
     "CHROMIUM_FLAGS",
@@ -202,7 +207,7 @@ class Browser:
         service = _GuardedService(
             executable_path=chromedriver,
             popen_kw={"start_new_session": True},
-            env={**os.environ, "XDG_CONFIG_HOME": os.path.join(self.profile, "config")},
+            env={**without_allocator(), "XDG_CONFIG_HOME": os.path.join(self.profile, "config")},
         )
         try:
             self.driver = webdriver.Chrome(service=service, options=options)
