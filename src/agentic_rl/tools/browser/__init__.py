@@ -1,8 +1,10 @@
 """A reusable browser action layer: a headless Chromium that never outlives its owner
-(:mod:`~agentic_rl.tools.browser.launch`), the page as compact text with stable element refs
-(:mod:`~agentic_rl.tools.browser.snapshot`), and the actions as tools with JSON schemas and
-side-effect classes (:mod:`~agentic_rl.tools.browser.actions`). Selenium is imported only when a
-browser starts (extra ``web``). Used by the MiniWoB++ envs (:mod:`agentic_rl.envs.web.miniwob`).
+(:mod:`~agentic_rl.tools.browser.launch`) and a process-wide pool of started ones
+(:mod:`~agentic_rl.tools.browser.pool`, not imported here), the page as compact text with stable
+element refs (:mod:`~agentic_rl.tools.browser.snapshot`), and the actions as tools with JSON
+schemas and side-effect classes (:mod:`~agentic_rl.tools.browser.actions`). Selenium is imported
+only when a browser starts (extra ``web``). Used by the MiniWoB++ envs
+(:mod:`agentic_rl.envs.web.miniwob`).
 """
 
 from agentic_rl.tools.browser.actions import (
