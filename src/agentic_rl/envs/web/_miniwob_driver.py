@@ -5,6 +5,8 @@ Imported only when a ``miniwob/<task>-v0`` env starts its browser (it imports ``
 done); :class:`GuardedInstance` replaces only how its ``SeleniumInstance`` starts and stops
 Chromium: through :class:`~agentic_rl.tools.browser.launch.Browser` (Debian's binaries, offline
 flags, a watchdog, no leftover process) instead of ``webdriver.Chrome`` with default options.
+With ``pooled=True`` the browser comes from the process-wide pool
+(:mod:`agentic_rl.tools.browser.pool`) and goes back to it on ``close()``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.wait import WebDriverWait
 
+from agentic_rl.tools.browser import pool
 from agentic_rl.tools.browser.actions import TRACK_TIMERS_JS
 from agentic_rl.tools.browser.launch import Browser, BrowserConfig
 
@@ -34,11 +37,21 @@ class GuardedInstance(SeleniumInstance):
         turn_clock: replace the page's wall-clock episode timer by one that never fires (the
             env then times the episode in actions); the task's own limit is kept in
             ``max_time_ms``.
+        pooled: take the browser from the process-wide pool when the driver is created, and
+            hand it back on ``close()`` (a started browser just loads the task page again).
         kwargs: ``SeleniumInstance``'s own arguments.
+
+    Attributes:
+        browser: the instance's :class:`Browser` (in pooled mode an unstarted placeholder until
+            the driver is created, and again after ``close()``: a released browser is no
+            longer this instance's).
     """
 
-    def __init__(self, browser_config: BrowserConfig, turn_clock: bool, **kwargs: Any):
+    def __init__(
+        self, browser_config: BrowserConfig, turn_clock: bool, pooled: bool = False, **kwargs: Any
+    ):
         super().__init__(**kwargs)
+        self.browser_config, self.pooled = browser_config, pooled
         self.browser = Browser(browser_config)
         self.turn_clock = turn_clock
         self.max_time_ms = 10_000.0
@@ -48,9 +61,11 @@ class GuardedInstance(SeleniumInstance):
 
         Raises:
             selenium.common.WebDriverException / TimeoutException: the page did not load (the
-                browser is closed first).
+                browser is closed first, a pooled one too: it is not handed back).
         """
         try:
+            if self.pooled and self.browser.driver is None:
+                self.browser = pool.acquire(self.browser_config)
             self.driver = self.browser.start()
             self.driver.implicitly_wait(0)  # a missing ref is an answer, not a 5 s wait
             self.driver.get(self.url)
@@ -65,12 +80,22 @@ class GuardedInstance(SeleniumInstance):
                 self.driver.execute_script(f"core.EPISODE_MAX_TIME = {TURN_CLOCK_MAX_TIME_MS};")
             self.driver.execute_script(TRACK_TIMERS_JS)
         except BaseException:
-            self.close()
+            self.close(discard=True)
             raise
 
-    def close(self) -> None:
-        """Close the browser (no process left); idempotent, never raises."""
-        self.browser.close()
+    def close(self, discard: bool = False) -> None:
+        """Close the browser (no process left), or, in pooled mode, hand it back to the pool
+        (unless ``discard``: a browser that failed is closed, never reused). Idempotent, never
+        raises."""
+        if not self.pooled:
+            self.browser.close()
+        else:
+            browser, self.browser = self.browser, Browser(self.browser_config)
+            self.driver = None  # the pool's browser is no longer this instance's to drive
+            if discard:
+                browser.close()
+            else:
+                pool.release(browser)
         self.died = True
 
 
@@ -81,17 +106,20 @@ class GuardedMiniWoB(MiniWoBEnvironment):
         task: the MiniWoB task name (``click-button``).
         browser_config: see :class:`GuardedInstance`.
         turn_clock: see :class:`GuardedInstance`.
+        pooled: see :class:`GuardedInstance`.
     """
 
-    def __init__(self, task: str, browser_config: BrowserConfig, turn_clock: bool):
-        self._browser_config, self._turn_clock = browser_config, turn_clock
+    def __init__(
+        self, task: str, browser_config: BrowserConfig, turn_clock: bool, pooled: bool = False
+    ):
+        self._browser_config, self._turn_clock, self._pooled = browser_config, turn_clock, pooled
         super().__init__(subdomain=task)
 
     def _hard_reset_instance(self) -> None:
         if getattr(self, "instance", None) is not None:
             self.instance.close()
         self.instance = GuardedInstance(
-            self._browser_config, self._turn_clock, index=0, **self.instance_kwargs
+            self._browser_config, self._turn_clock, self._pooled, index=0, **self.instance_kwargs
         )
         self.instance.start()
         self.instance.wait()

@@ -45,7 +45,10 @@ Browser lifecycle
     One Chromium per env, started on the first ``reset``, reused across episodes, closed by
     ``close()``, on a failure while starting, and when a browser call fails in ``reset``/``step``
     (the error is raised; the next ``reset`` starts a fresh one); never left running after the
-    process dies (:mod:`agentic_rl.tools.browser.launch`).
+    process dies (:mod:`agentic_rl.tools.browser.launch`). With ``browser_pool=True`` (what
+    ``agentic-rl train --env miniwob/<task>-v0`` sets) the browser comes from the process-wide
+    pool (:mod:`agentic_rl.tools.browser.pool`) and ``close()`` hands it back instead of killing
+    it; a browser that failed is closed, never handed back.
 Snapshots
     Not supported (a live page): rollback replays from ``reset(seed)``.
 """
@@ -115,6 +118,12 @@ class MiniWoBEnv(ToolEnv):
             side-effect classes (:data:`~agentic_rl.tools.browser.actions.SIDE_EFFECTS`).
         audit_path: JSON-lines audit log of every action; None audits nothing.
         run_id: written into every audit record.
+        browser_pool: take the browser from the process-wide pool of started browsers
+            (:mod:`agentic_rl.tools.browser.pool`) and hand it back on ``close()``, so that
+            envs built one per episode do not start a Chromium each; a browser that failed
+            during an episode is closed instead. Off: the env's own browser, killed by
+            ``close()``. ``agentic-rl train --env miniwob/<task>-v0`` turns it on
+            (``--set env.kwargs.browser_pool=false`` turns it off).
 
     Raises:
         ValueError: an unknown task or clock, or ``seconds_per_action`` <= 0.
@@ -123,11 +132,13 @@ class MiniWoBEnv(ToolEnv):
 
     description = "A MiniWoB++ web task in headless Chromium (extra 'web')"
     #: budgets of ``agentic-rl train --env miniwob/<task>-v0``: one short tool call per turn, the
-    #: longest oracle episodes take 5 actions; a page is ~100-400 tokens per turn
+    #: longest oracle episodes take 5 actions; a page is ~100-400 tokens per turn; the trainer
+    #: builds an env per episode, so its envs share pooled browsers
     recipe_overrides: dict[str, Any] = {
         "rollout.max_turns": 8,
         "rollout.max_new_tokens": 64,
         "rollout.max_total_tokens": 3072,
+        "env.kwargs.browser_pool": True,
     }
 
     def __init__(
@@ -143,6 +154,7 @@ class MiniWoBEnv(ToolEnv):
         permissions: dict[str, Any] | None = None,
         audit_path: str | None = None,
         run_id: str = "",
+        browser_pool: bool = False,
     ):
         if task not in MINIWOB_TASKS:
             raise ValueError(f"unknown MiniWoB task {task!r}; the set: {miniwob_task_names()}")
@@ -154,6 +166,7 @@ class MiniWoBEnv(ToolEnv):
         self.clock, self.seconds_per_action = clock, float(seconds_per_action)
         self.max_lines, self.screenshots = int(max_lines), bool(screenshots)
         self.browser_config = BrowserConfig(chromium=chromium, chromedriver=chromedriver)
+        self.browser_pool = bool(browser_pool)
         _require_web(self.browser_config)
         self._mw: Any = None
         self.actions = BrowserActions(self._driver, settle_s)
@@ -173,7 +186,9 @@ class MiniWoBEnv(ToolEnv):
         if self._mw is None:
             from agentic_rl.envs.web._miniwob_driver import GuardedMiniWoB
 
-            self._mw = GuardedMiniWoB(self.task.name, self.browser_config, self.clock == "turn")
+            self._mw = GuardedMiniWoB(
+                self.task.name, self.browser_config, self.clock == "turn", self.browser_pool
+            )
         return self._mw
 
     def _driver(self) -> Any:
@@ -208,19 +223,25 @@ class MiniWoBEnv(ToolEnv):
         return self._mw.instance.browser.pids()
 
     def close(self) -> None:
-        """Close the browser (no chromium or chromedriver left) and the base's resources.
-        Idempotent; never raises."""
-        mw, self._mw = self._mw, None
-        if mw is not None:
-            mw.instance.close()
+        """Close the browser (no chromium or chromedriver left; a pooled one goes back to the
+        pool) and the base's resources. Idempotent; never raises."""
+        self._close_browser(discard=False)
         super().close()
 
+    def _close_browser(self, discard: bool) -> None:
+        """Close the browser or hand a pooled one back (``discard``: close it in any case)."""
+        mw, self._mw = self._mw, None
+        if mw is not None:
+            mw.instance.close(discard=discard)
+
     def _guarded(self, fn: Callable[[], Any]) -> Any:
-        """Run a browser call; on failure close the browser and raise :class:`BrowserError`
-        (from the cause; KeyboardInterrupt and the like close it and propagate as they are)."""
+        """Run a browser call; on failure close the browser (a pooled one is not handed back)
+        and raise :class:`BrowserError` (from the cause; KeyboardInterrupt and the like close
+        it and propagate as they are)."""
         try:
             return fn()
         except Exception as exc:
+            self._close_browser(discard=True)
             self.close()
             raise BrowserError(
                 f"the browser of {self.task.name} failed ({type(exc).__name__}: "
@@ -228,6 +249,7 @@ class MiniWoBEnv(ToolEnv):
                 "reset() starts a new one"
             ) from exc
         except BaseException:
+            self._close_browser(discard=True)
             self.close()
             raise
 
