@@ -62,9 +62,10 @@ def empty_default_pool():
 def test_train_with_a_miniwob_env_turns_the_pool_on_unless_the_user_turns_it_off():
     env_id = "miniwob/click-button-v0"
     assert accepts(env_id, "browser_pool")
-    assert load_config(None, env_overrides(env_id, [])).env.kwargs == {"browser_pool": True}
+    recipe = {"browser_pool": True, "tool_prompt": "signature"}
+    assert load_config(None, env_overrides(env_id, [])).env.kwargs == recipe
     off = env_overrides(env_id, ["env.kwargs.browser_pool=false"])
-    assert load_config(None, off).env.kwargs == {"browser_pool": False}
+    assert load_config(None, off).env.kwargs == {**recipe, "browser_pool": False}
     with make(env_id) as env:
         assert env.browser_pool is False  # the env itself: off by default
 

@@ -12,6 +12,7 @@ import pytest
 
 import agentic_rl.tools
 from agentic_rl.tools import calculator, render_tool_system_prompt
+from agentic_rl.tools.definition.prompt import tool_signature
 
 
 def test_render_tool_system_prompt():
@@ -27,6 +28,38 @@ def test_render_tool_system_prompt():
     assert len(lines) == 4
     with pytest.raises(TypeError, match="must be dicts"):
         render_tool_system_prompt("x", [calculator])  # type: ignore[list-item]
+
+
+def test_signature_style_lists_typed_signatures_with_the_same_header():
+    scroll = {
+        "name": "scroll",
+        "description": "Scroll the page.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "ref": {"type": "integer", "description": "an element"},
+                "direction": {"type": "string", "enum": ["up", "down"]},
+                "ids": {"type": "array", "items": {"type": "integer"}},
+                "x": {"type": ["number", "null"]},
+            },
+            "required": ["direction"],
+        },
+    }
+    assert tool_signature(scroll) == (
+        'scroll(direction: "up" | "down", ref?: integer, ids?: array of integer, '
+        "x?: number | null) - Scroll the page."
+    )
+    assert tool_signature({"name": "now", "parameters": {}}) == "now()"
+    prompt = render_tool_system_prompt("Solve it.", [calculator.schema(), scroll], "signature")
+    lines = prompt.split("\n")
+    assert lines[2] == render_tool_system_prompt("x", [scroll]).split("\n")[2]  # the header
+    assert lines[3].startswith("calculator(expression: string) - Evaluate")
+    assert lines[4].startswith("scroll(direction:") and len(lines) == 5
+    assert len(prompt) < len(render_tool_system_prompt("Solve it.", [calculator.schema(), scroll]))
+    with pytest.raises(ValueError, match="tool prompt style"):
+        render_tool_system_prompt("x", [scroll], "yaml")
+    with pytest.raises(TypeError, match="must be dicts"):
+        tool_signature("scroll")  # type: ignore[arg-type]
 
 
 def test_each_tool_is_one_json_line():

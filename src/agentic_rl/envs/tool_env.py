@@ -91,6 +91,7 @@ class ToolEnv(Env):
         run_id: str = "",
         offered: Iterable[str] | None = None,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        tool_prompt: str = "json",
     ) -> None:
         """Wire ``tools`` to an executor and render the system prompt.
 
@@ -108,9 +109,14 @@ class ToolEnv(Env):
             mcp_servers: ``mcp_servers`` tables or :class:`~agentic_rl.tools.mcp.McpServerSpec`
                 values whose tools are added (and offered) after ``tools``; their permission
                 classes extend ``default_policy`` (a ``permissions`` table replaces both).
+            tool_prompt: how the system prompt lists the tools: ``"json"`` (each schema) or
+                ``"signature"`` (typed signatures, about a third of the tokens; see
+                :mod:`agentic_rl.tools.definition.prompt`). The observation's ``tools`` always
+                carry the full schemas.
 
         Raises:
-            ValueError: a wrong ``permissions`` key or value (named).
+            ValueError: a wrong ``permissions`` key or value (named), or an unknown
+                ``tool_prompt``.
             KeyError: an ``offered`` name is not in ``tools``.
             McpServerError: an MCP server could not start to list its tools (see
                 :class:`~agentic_rl.tools.mcp.McpTools`, also for its ValueErrors).
@@ -123,7 +129,9 @@ class ToolEnv(Env):
         policy = default_policy if permissions is None else PermissionPolicy.from_dict(permissions)
         audit = AuditLog(audit_path) if audit_path else None
         self.executor = ToolExecutor(self.tools, policy, audit, {"run_id": run_id})
-        self.system_prompt = render_tool_system_prompt(instructions, list(self._offered))
+        self.system_prompt = render_tool_system_prompt(
+            instructions, list(self._offered), tool_prompt
+        )
 
     def _add_mcp_tools(
         self, mcp: McpTools, policy: PermissionPolicy, names: list[str]

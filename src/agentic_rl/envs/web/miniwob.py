@@ -124,9 +124,13 @@ class MiniWoBEnv(ToolEnv):
             during an episode is closed instead. Off: the env's own browser, killed by
             ``close()``. ``agentic-rl train --env miniwob/<task>-v0`` turns it on
             (``--set env.kwargs.browser_pool=false`` turns it off).
+        tool_prompt: how the system prompt lists the five tools: ``"json"`` (their schemas,
+            ~600 tokens) or ``"signature"`` (typed signatures, ~150 tokens; what
+            ``agentic-rl train --env miniwob/<task>-v0`` sets, see
+            :func:`~agentic_rl.tools.definition.prompt.render_tool_system_prompt`).
 
     Raises:
-        ValueError: an unknown task or clock, or ``seconds_per_action`` <= 0.
+        ValueError: an unknown task, clock or ``tool_prompt``, or ``seconds_per_action`` <= 0.
         EnvUnavailableError: ``miniwob``/``selenium`` or Chromium/chromedriver are missing.
     """
 
@@ -139,6 +143,7 @@ class MiniWoBEnv(ToolEnv):
         "rollout.max_new_tokens": 64,
         "rollout.max_total_tokens": 3072,
         "env.kwargs.browser_pool": True,
+        "env.kwargs.tool_prompt": "signature",
     }
 
     def __init__(
@@ -155,6 +160,7 @@ class MiniWoBEnv(ToolEnv):
         audit_path: str | None = None,
         run_id: str = "",
         browser_pool: bool = False,
+        tool_prompt: str = "json",
     ):
         if task not in MINIWOB_TASKS:
             raise ValueError(f"unknown MiniWoB task {task!r}; the set: {miniwob_task_names()}")
@@ -174,7 +180,13 @@ class MiniWoBEnv(ToolEnv):
             {"default": "deny", "tools": {n: {"side_effect": s} for n, s in SIDE_EFFECTS.items()}}
         )
         self.setup_tools(
-            self.actions.tools(), INSTRUCTIONS, policy, permissions, audit_path, run_id
+            self.actions.tools(),
+            INSTRUCTIONS,
+            policy,
+            permissions,
+            audit_path,
+            run_id,
+            tool_prompt=tool_prompt,
         )
         self.utterance: str | None = None
         self.page: PageSnapshot | None = None

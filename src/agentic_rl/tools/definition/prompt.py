@@ -12,6 +12,16 @@ time)::
 One line per tool: the schema as ``json.dumps`` writes it with default separators, no
 indentation, and non-ASCII characters kept as they are. The call syntax is the one
 :mod:`agentic_rl.tools.definition.parser` reads.
+
+``style="signature"`` writes each tool as a typed signature and its description instead of the
+whole JSON schema, about a third of the tokens (the per-parameter descriptions are left out)::
+
+    click(ref: integer) - Click the element [ref].
+    scroll(direction: "up" | "down", ref?: integer) - Scroll ...
+
+A ``?`` marks an optional parameter; an ``enum`` is written as its values. For a small model
+whose prompt is mostly tool schemas (the MiniWoB tools: ~600 of ~700 prompt tokens) this cuts
+the prefill and the update's tokens; the call syntax is the same.
 """
 
 from __future__ import annotations
@@ -22,24 +32,67 @@ from typing import Any
 
 from agentic_rl.tools.definition.parser import CLOSE_TAG, OPEN_TAG
 
-__all__ = ["render_tool_system_prompt", "TOOLS_HEADER"]
+__all__ = ["render_tool_system_prompt", "TOOL_PROMPT_STYLES", "TOOLS_HEADER", "tool_signature"]
 
 TOOLS_HEADER = f'Tools (call one with {OPEN_TAG}{{"name": NAME, "arguments": {{...}}}}{CLOSE_TAG}):'
 
 
-def render_tool_system_prompt(instructions: str, tools: Sequence[dict[str, Any]]) -> str:
+TOOL_PROMPT_STYLES = ("json", "signature")
+
+
+def _type_text(prop: dict[str, Any]) -> str:
+    if "enum" in prop:
+        return " | ".join(json.dumps(v, ensure_ascii=False) for v in prop["enum"])
+    kind = prop.get("type", "any")
+    if isinstance(kind, list):
+        return " | ".join(str(k) for k in kind)
+    if kind == "array" and isinstance(prop.get("items"), dict):
+        return f"array of {_type_text(prop['items'])}"
+    return str(kind)
+
+
+def tool_signature(schema: dict[str, Any]) -> str:
+    """One tool as ``name(param: type, optional?: type) - description`` (module docstring).
+
+    Required parameters come first, in the schema's order, then the optional ones.
+
+    Raises:
+        TypeError: ``schema`` is not a dict.
+        KeyError: it has no ``name``.
+    """
+    if not isinstance(schema, dict):
+        raise TypeError(f"tool schemas must be dicts (Tool.schema()), got {type(schema).__name__}")
+    params = schema.get("parameters") or {}
+    props: dict[str, Any] = params.get("properties") or {}
+    required = [n for n in params.get("required") or [] if n in props]
+    optional = [n for n in props if n not in required]
+    args = [f"{n}: {_type_text(props[n])}" for n in required]
+    args += [f"{n}?: {_type_text(props[n])}" for n in optional]
+    text = f"{schema['name']}({', '.join(args)})"
+    description = str(schema.get("description") or "").strip()
+    return f"{text} - {description}" if description else text
+
+
+def render_tool_system_prompt(
+    instructions: str, tools: Sequence[dict[str, Any]], style: str = "json"
+) -> str:
     """Append the tool schemas to ``instructions`` in the format of the module docstring.
 
     Args:
         instructions: the system prompt text (task rules, answer format, ...).
         tools: tool schemas as returned by ``Tool.schema()``.
+        style: ``"json"`` (each schema as one JSON line) or ``"signature"`` (a typed signature
+            and the description per tool).
 
     Returns:
         ``instructions`` unchanged when ``tools`` is empty, else the rendered prompt.
 
     Raises:
         TypeError: a tool schema is not a dict or is not JSON-serialisable.
+        ValueError: an unknown ``style``.
     """
+    if style not in TOOL_PROMPT_STYLES:
+        raise ValueError(f"tool prompt style must be one of {TOOL_PROMPT_STYLES}, got {style!r}")
     if not tools:
         return instructions
     lines = []
@@ -47,5 +100,8 @@ def render_tool_system_prompt(instructions: str, tools: Sequence[dict[str, Any]]
         if not isinstance(schema, dict):
             kind = type(schema).__name__
             raise TypeError(f"tool schemas must be dicts (Tool.schema()), got {kind}")
-        lines.append(json.dumps(schema, ensure_ascii=False))
+        if style == "signature":
+            lines.append(tool_signature(schema))
+        else:
+            lines.append(json.dumps(schema, ensure_ascii=False))
     return f"{instructions}\n\n{TOOLS_HEADER}\n" + "\n".join(lines)
