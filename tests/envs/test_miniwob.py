@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -27,9 +26,10 @@ from agentic_rl.envs.checker import check_env, play_oracle  # noqa: E402
 from agentic_rl.envs.web.miniwob import BrowserError, miniwob_task_names  # noqa: E402
 from agentic_rl.envs.web.miniwob_tasks import MINIWOB_TASKS, random_action  # noqa: E402
 from agentic_rl.tools import parse_tool_calls  # noqa: E402
-from agentic_rl.tools.browser import BrowserUnavailableError, find_browser, live_pids  # noqa: E402
+from agentic_rl.tools.browser import BrowserUnavailableError, find_browser  # noqa: E402
 from agentic_rl.trajectories.replay import replay  # noqa: E402
 from agentic_rl.types import Action  # noqa: E402
+from tests.browser_helpers import assert_nothing_left_after_sigkill, wait_gone  # noqa: E402
 
 try:
     find_browser()
@@ -47,14 +47,6 @@ def act(env, text: str, turn: int = 0):
 
 def call(name: str, **arguments) -> str:
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
-
-
-def wait_gone(pgid: int, marker: str, timeout: float = 10.0) -> list[int]:
-    """Poll until no live process is in ``pgid`` or names ``marker``; return what is left."""
-    deadline = time.monotonic() + timeout
-    while (left := live_pids(pgid, marker)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
 
 
 def test_the_task_set_spans_click_type_forms_and_multi_step():
@@ -246,20 +238,7 @@ OWNER = textwrap.dedent(
 
 
 def test_no_process_left_after_the_owning_process_is_killed():
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
-    try:
-        state = json.loads(owner.stdout.readline())
-        assert len(state["pids"]) >= 2  # chromedriver and chromium at least
-        owner.kill()  # SIGKILL: no finally, no atexit, no __del__ runs in the owner
-        owner.wait(timeout=10)
-        assert wait_gone(state["pgid"], state["profile"]) == []
-        deadline = time.monotonic() + 5
-        while os.path.exists(state["profile"]) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not os.path.exists(state["profile"])
-    finally:
-        if owner.poll() is None:
-            owner.kill()
+    assert_nothing_left_after_sigkill(OWNER)
 
 
 def test_screenshots_are_stored_with_the_trajectory_and_shown_in_the_viewer(tmp_path):

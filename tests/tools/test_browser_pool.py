@@ -8,13 +8,9 @@ the reason otherwise. At most two browsers run at once.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
-import time
 
 import pytest
 
@@ -36,19 +32,12 @@ from agentic_rl.tools.browser import (  # noqa: E402
     pool,
 )
 from agentic_rl.types import Action  # noqa: E402
+from tests.browser_helpers import assert_nothing_left_after_sigkill, wait_gone  # noqa: E402
 
 try:
     find_browser()
 except BrowserUnavailableError as exc:
     pytest.skip(f"{exc} (.ci/run installs them)", allow_module_level=True)
-
-
-def wait_gone(pgid: int, marker: str, timeout: float = 10.0) -> list[int]:
-    """Poll until no live process is in ``pgid`` or names ``marker``; return what is left."""
-    deadline = time.monotonic() + timeout
-    while (left := live_pids(pgid, marker)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
 
 
 @pytest.fixture(autouse=True)
@@ -186,17 +175,4 @@ OWNER = textwrap.dedent(
 
 
 def test_no_process_left_after_the_owner_of_an_idle_pooled_browser_is_killed():
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
-    try:
-        state = json.loads(owner.stdout.readline())
-        assert len(state["pids"]) >= 2  # chromedriver and chromium at least
-        owner.kill()  # SIGKILL: no atexit (close_all), no finally, no __del__ runs
-        owner.wait(timeout=10)
-        assert wait_gone(state["pgid"], state["profile"]) == []
-        deadline = time.monotonic() + 5
-        while os.path.exists(state["profile"]) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not os.path.exists(state["profile"])
-    finally:
-        if owner.poll() is None:
-            owner.kill()
+    assert_nothing_left_after_sigkill(OWNER)
