@@ -176,3 +176,16 @@ OWNER = textwrap.dedent(
 
 def test_no_process_left_after_the_owner_of_an_idle_pooled_browser_is_killed():
     assert_nothing_left_after_sigkill(OWNER)
+
+
+def test_the_pool_size_comes_from_the_environment_and_a_bad_value_is_named(monkeypatch):
+    monkeypatch.setenv("AGENTIC_RL_BROWSER_POOL_MAX_IDLE", "4")
+    assert pool._max_idle_from_env() == 4
+    for bad in ("many", "-2"):
+        monkeypatch.setenv("AGENTIC_RL_BROWSER_POOL_MAX_IDLE", bad)
+        with pytest.warns(UserWarning, match="AGENTIC_RL_BROWSER_POOL_MAX_IDLE"):
+            assert pool._max_idle_from_env() == pool.DEFAULT_MAX_IDLE
+    monkeypatch.delenv("AGENTIC_RL_BROWSER_POOL_MAX_IDLE")
+    assert pool._max_idle_from_env() == pool.DEFAULT_MAX_IDLE
+    with pytest.raises(ValueError, match="max_idle"):
+        pool.BrowserPool(max_idle=-1)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import warnings
 from pathlib import Path
 
 from agentic_rl.tools.browser.launch import Browser, BrowserConfig
@@ -46,11 +47,23 @@ DEFAULT_MAX_IDLE = 32
 
 
 def _max_idle_from_env() -> int:
-    raw = os.environ.get("AGENTIC_RL_BROWSER_POOL_MAX_IDLE", "")
-    try:
-        return max(0, int(raw)) if raw.strip() else DEFAULT_MAX_IDLE
-    except ValueError:
+    """``$AGENTIC_RL_BROWSER_POOL_MAX_IDLE``; a value that is not a whole number >= 0 is named in
+    a warning and the default is used (a typo must not stop the trainer at import)."""
+    raw = os.environ.get("AGENTIC_RL_BROWSER_POOL_MAX_IDLE", "").strip()
+    if not raw:
         return DEFAULT_MAX_IDLE
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        warnings.warn(
+            f"AGENTIC_RL_BROWSER_POOL_MAX_IDLE={raw!r} is not a whole number >= 0; "
+            f"the browser pool keeps at most {DEFAULT_MAX_IDLE} idle browsers",
+            stacklevel=2,
+        )
+        return DEFAULT_MAX_IDLE
+    return value
 
 
 def _process_alive(pid: int | None) -> bool:
