@@ -12,6 +12,7 @@ import pytest
 
 from agentic_rl import allocator
 from agentic_rl.allocator import ENV_SWITCH, active_allocator, allocator_env, mimalloc_path
+from agentic_rl.tools.browser.launch import browser_environment
 from tests.recipe_settings import SIMPLE_SAMPLING
 
 pytestmark = pytest.mark.skipif(
@@ -136,16 +137,18 @@ def test_train_command_runs_under_mimalloc_and_records_it(tiny_model_dir, tmp_pa
     assert summary["allocator"] == "mimalloc"
 
 
-def test_without_allocator_takes_only_mimalloc_out_of_a_childs_environment():
+def test_browsers_get_an_environment_without_a_preloaded_malloc():
+    """Chromium exits at start under the trainer's mimalloc (tests/envs/test_miniwob.py has the
+    real-browser regression test)."""
     env = {
         "LD_PRELOAD": "/x/libmimalloc.so.3:/y/libfoo.so",
         "MIMALLOC_PURGE_DELAY": "-1",
         "MIMALLOC_VERBOSE": "1",
         "PATH": "/bin",
     }
-    assert allocator.without_allocator(env) == {"LD_PRELOAD": "/y/libfoo.so", "PATH": "/bin"}
+    assert browser_environment(env) == {"LD_PRELOAD": "/y/libfoo.so", "PATH": "/bin"}
     assert env["MIMALLOC_VERBOSE"] == "1"  # a copy: the caller's mapping is unchanged
-    only = allocator.without_allocator({"LD_PRELOAD": "/x/libmimalloc.so", "HOME": "/h"})
+    only = browser_environment({"LD_PRELOAD": "/x/libmimalloc.so", "HOME": "/h"})
     assert only == {"HOME": "/h"}
-    chosen = {"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}  # the user's own allocator stays
-    assert allocator.without_allocator(chosen) == chosen
+    jemalloc = {"LD_PRELOAD": "/usr/lib/libjemalloc.so.2 /y/libbar.so"}
+    assert browser_environment(jemalloc) == {"LD_PRELOAD": "/y/libbar.so"}

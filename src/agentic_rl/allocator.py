@@ -18,7 +18,9 @@ mimalloc: Leijen, Zorn and de Moura, "Mimalloc: Free List Sharding in Action" (A
 A preloaded allocator must be in place before the process starts, so :func:`reexec_with_allocator`
 re-executes the current command once with ``LD_PRELOAD`` set; the ``agentic-rl`` command and the
 benchmarks call it first thing. ``AGENTIC_RL_ALLOCATOR=system`` turns it off. Linux only; where
-the library is missing or cannot be loaded the process keeps glibc's allocator.
+the library is missing or cannot be loaded the process keeps glibc's allocator. Children inherit
+``LD_PRELOAD``; Chromium does not start under it, so browsers are started without it
+(:func:`agentic_rl.tools.browser.launch.browser_environment`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ __all__ = [
     "allocator_env",
     "mimalloc_path",
     "reexec_with_allocator",
-    "without_allocator",
 ]
 
 ENV_SWITCH = "AGENTIC_RL_ALLOCATOR"  # "mimalloc" (default) or "system"
@@ -88,28 +89,6 @@ def allocator_env(base: dict[str, str] | None = None) -> dict[str, str]:
         return env
     env["LD_PRELOAD"] = ":".join(p for p in (str(path), env.get("LD_PRELOAD", "")) if p)
     env.setdefault("MIMALLOC_PURGE_DELAY", "-1")
-    return env
-
-
-def without_allocator(base: dict[str, str] | None = None) -> dict[str, str]:
-    """A copy of ``base`` (default ``os.environ``) for a child that must run on its own
-    allocator: the mimalloc library this module preloads is taken out of ``LD_PRELOAD`` (other
-    preloads stay) and the ``MIMALLOC_*`` settings are dropped.
-
-    Why: ``LD_PRELOAD`` is inherited by every child. Chromium (PartitionAlloc) exits at start
-    under a preloaded mimalloc (Selenium reports ``SessionNotCreatedException: Chrome instance
-    exited``; measured 2026-12-02, Debian's chromium), so browsers started by the trainer's
-    process get this environment. Never raises.
-    """
-    env = dict(os.environ if base is None else base)
-    preloaded = env.get("LD_PRELOAD", "").replace(" ", ":").split(":")
-    kept = [lib for lib in preloaded if lib and "libmimalloc" not in Path(lib).name]
-    if kept:
-        env["LD_PRELOAD"] = ":".join(kept)
-    else:
-        env.pop("LD_PRELOAD", None)
-    for key in [k for k in env if k.startswith("MIMALLOC_")]:
-        del env[key]
     return env
 
 

@@ -18,10 +18,10 @@ Cleanup, in every way an owner can end:
   watchdog then kills the group and the profile's processes and deletes the folder. The group id
   is sent to the watchdog the moment ``chromedriver`` is spawned, before any Chromium exists.
 
-Layer rule: imports the standard library (and :mod:`agentic_rl.allocator`, which imports only the
-standard library); Selenium is imported when a browser starts. ``chromedriver`` and Chromium get
-the environment without the trainer's preloaded mimalloc (:func:`~agentic_rl.allocator.without_allocator`):
-Chromium exits at start under it.
+Layer rule: imports the standard library only; Selenium is imported when a browser starts.
+``chromedriver`` and Chromium run in :func:`browser_environment`: without a preloaded ``malloc``
+replacement (the trainer's mimalloc, :mod:`agentic_rl.allocator`), under which Chromium exits at
+start.
 Linux only (process groups, ``/proc``). Chromium's crash handler runs in a session of its own:
 ``XDG_CONFIG_HOME`` points into the profile folder, so its command line (its crash database)
 names the folder and the folder's sweep finds it. (``--disable-crashpad-for-testing`` would
@@ -41,13 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentic_rl.allocator import without_allocator
-
 __all__ = [
     "CHROMIUM_FLAGS",
     "Browser",
     "BrowserConfig",
     "BrowserUnavailableError",
+    "browser_environment",
     "find_browser",
     "live_pids",
 ]
@@ -67,6 +66,29 @@ CHROMIUM_FLAGS = (
     "--disable-extensions",
 )
 _WATCHDOG = Path(__file__).with_name("_watchdog.py")
+
+
+def browser_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``base`` (default ``os.environ``) for chromedriver and Chromium: every
+    ``LD_PRELOAD`` library whose file name contains ``malloc`` (mimalloc, jemalloc, tcmalloc) is
+    taken out (other preloads stay) and the ``MIMALLOC_*`` settings are dropped.
+
+    Why: ``LD_PRELOAD`` is inherited by every child, and ``agentic-rl`` re-executes itself with
+    mimalloc preloaded (:mod:`agentic_rl.allocator`). Chromium brings its own allocator
+    (PartitionAlloc) and exits at start under a preloaded one: Selenium reports
+    ``SessionNotCreatedException: Chrome instance exited`` (measured 2026-12-02, Debian's
+    chromium). Never raises.
+    """
+    env = dict(os.environ if base is None else base)
+    preloaded = env.get("LD_PRELOAD", "").replace(" ", ":").split(":")
+    kept = [lib for lib in preloaded if lib and "malloc" not in os.path.basename(lib)]
+    if kept:
+        env["LD_PRELOAD"] = ":".join(kept)
+    else:
+        env.pop("LD_PRELOAD", None)
+    for key in [k for k in env if k.startswith("MIMALLOC_")]:
+        del env[key]
+    return env
 
 
 class BrowserUnavailableError(RuntimeError):
@@ -207,7 +229,7 @@ class Browser:
         service = _GuardedService(
             executable_path=chromedriver,
             popen_kw={"start_new_session": True},
-            env={**without_allocator(), "XDG_CONFIG_HOME": os.path.join(self.profile, "config")},
+            env={**browser_environment(), "XDG_CONFIG_HOME": os.path.join(self.profile, "config")},
         )
         try:
             self.driver = webdriver.Chrome(service=service, options=options)
