@@ -24,3 +24,17 @@ TWO_STEP_SMOKE = (
     "eval.size=2",
     "eval.base=false",
 )
+
+#: two RL steps of 2 groups of 2, every trajectory trained, no warm-up, no base evaluation and one
+#: held-out task: the smoke run of a rollout backend, an algorithm or a loss option on a tiny model
+#: (add model.path and output_dir)
+TWO_RL_STEPS = (
+    "algorithm.steps=2",
+    *SIMPLE_SAMPLING,
+    "algorithm.tasks_per_step=2",
+    "algorithm.group_size=2",
+    "optim.skip_zero_advantage=false",
+    "warmup.enabled=false",
+    "eval.base=false",
+    "eval.size=1",
+)

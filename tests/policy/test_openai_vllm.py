@@ -247,19 +247,12 @@ def _agentic_rl() -> list[str]:
 def test_agentic_rl_train_two_steps_through_the_openai_backend(server, model_dir, tmp_path):
     from agentic_rl.trainer.run_dir import MetricsLog
     from agentic_rl.trajectories import TrajectoryStore
-    from tests.recipe_settings import SIMPLE_SAMPLING
+    from tests.recipe_settings import TWO_RL_STEPS
 
     out = tmp_path / "runs"
     sets = [
         f"model.path='{model_dir}'",
-        "algorithm.steps=2",
-        *SIMPLE_SAMPLING,
-        "algorithm.tasks_per_step=2",
-        "algorithm.group_size=2",
-        "optim.skip_zero_advantage=false",
-        "warmup.enabled=false",
-        "eval.base=false",
-        "eval.size=1",
+        *TWO_RL_STEPS,
         "tracking.tensorboard=false",
         f"output_dir='{out}'",
         "rollout.max_new_tokens=16",

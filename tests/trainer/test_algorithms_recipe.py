@@ -16,7 +16,7 @@ from agentic_rl.trainer.credit import ALGORITHMS
 from agentic_rl.trainer.recipe import train
 from agentic_rl.trainer.run_dir import MetricsLog
 from agentic_rl.trajectories import TrajectoryStore
-from tests.recipe_settings import SIMPLE_SAMPLING
+from tests.recipe_settings import TWO_RL_STEPS
 
 
 def _overrides(model_dir, output_dir, name: str, *extra: str) -> list[str]:
@@ -26,14 +26,7 @@ def _overrides(model_dir, output_dir, name: str, *extra: str) -> list[str]:
         f"output_dir='{output_dir}'",
         f"name='{name}'",
         f"algorithm.name='{name}'",
-        "algorithm.steps=2",
-        *SIMPLE_SAMPLING,
-        "algorithm.tasks_per_step=2",
-        "algorithm.group_size=2",
-        "optim.skip_zero_advantage=false",
-        "warmup.enabled=false",
-        "eval.base=false",
-        "eval.size=1",
+        *TWO_RL_STEPS,
         "eval.every=0",
         "rollout.max_new_tokens=12",
         "rollout.max_turns=2",

@@ -40,7 +40,7 @@ def test_two_step_training_run_through_a_vllm_server(small_model_dir, tmp_path, 
     from agentic_rl.trainer.recipe import train
     from agentic_rl.trainer.run_dir import MetricsLog
     from agentic_rl.trajectories import TrajectoryStore
-    from tests.recipe_settings import SIMPLE_SAMPLING
+    from tests.recipe_settings import TWO_RL_STEPS
 
     built = []
     make = backends.make_backend
@@ -56,14 +56,7 @@ def test_two_step_training_run_through_a_vllm_server(small_model_dir, tmp_path, 
         [
             f"model.path='{small_model_dir}'",
             "model.num_threads=1",
-            "algorithm.steps=2",
-            *SIMPLE_SAMPLING,
-            "algorithm.tasks_per_step=2",
-            "algorithm.group_size=2",
-            "optim.skip_zero_advantage=false",
-            "warmup.enabled=false",
-            "eval.base=false",
-            "eval.size=1",
+            *TWO_RL_STEPS,
             "tracking.tensorboard=false",
             f"output_dir='{tmp_path}'",
             "rollout.max_new_tokens=16",

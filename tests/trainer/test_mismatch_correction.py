@@ -149,21 +149,14 @@ def test_bad_correction_settings_name_the_key(override, key):
 def test_tiny_training_run_with_the_correction_logs_its_metrics(tiny_model_dir, tmp_path):
     from agentic_rl.trainer.recipe import train
     from agentic_rl.trainer.run_dir import MetricsLog
-    from tests.recipe_settings import SIMPLE_SAMPLING
+    from tests.recipe_settings import TWO_RL_STEPS
 
     config = load_config(
         None,
         [
             f"model.path='{tiny_model_dir}'",
             "model.num_threads=1",
-            "algorithm.steps=2",
-            *SIMPLE_SAMPLING,
-            "algorithm.tasks_per_step=2",
-            "algorithm.group_size=2",
-            "optim.skip_zero_advantage=false",
-            "warmup.enabled=false",
-            "eval.base=false",
-            "eval.size=1",
+            *TWO_RL_STEPS,
             "tracking.tensorboard=false",
             f"output_dir='{tmp_path}'",
             "rollout.max_new_tokens=16",
