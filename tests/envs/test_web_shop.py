@@ -339,6 +339,8 @@ def test_a_bad_browser_or_kind_is_refused():
         WebShopEnv(browser="lynx")
     with pytest.raises(ValueError, match="task kinds"):
         WebShopEnv(task_kinds=("steal",))
+    with pytest.raises(ValueError, match="tool prompt style"):
+        WebShopEnv(tool_prompt="yaml")
 
 
 def test_chromium_mode_runs_the_same_shop(tmp_path):
@@ -375,7 +377,13 @@ def test_the_train_budgets_fit_the_oracle(tokenizer):
     config = load_config(None, env_overrides("web-shop-v0", []))
     budgets = (config.rollout.max_turns, config.rollout.max_new_tokens)
     assert budgets == (12, 160) and config.rollout.max_total_tokens == 4096
-    env = make("web-shop-v0")
+    # the recipe lists the tools as typed signatures: the same five, ~300 tokens fewer
+    assert config.env.kwargs["tool_prompt"] == "signature"
+    env = make("web-shop-v0", **config.env.kwargs)
+    schemas = make("web-shop-v0")
+    short, long = (len(tokenizer(e.system_prompt)["input_ids"]) for e in (env, schemas))
+    schemas.close()
+    assert short < long - 250 and all(f"{n}(ref" in env.system_prompt for n in ("click", "type"))
     try:
         for seed in range(6):  # every kind twice: the oracle's turns, replies and whole episode
             trajectory = play_oracle(env, seed, max_turns=30)
