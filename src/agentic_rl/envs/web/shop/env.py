@@ -12,8 +12,9 @@ Shop
     folder removed by ``close()``.
 Observation
     On reset: the system prompt (instructions, the five tools: schemas or typed signatures) and
-    ``Task: ...`` with the home page. After a tool turn: one ``tool`` message per call, then ``Page <path>:`` and the
-    page as lines ``[ref] role "text" ...`` (the browser layer's format).
+    ``Task: ...`` with the home page. After a tool turn: one ``tool`` message per call, then
+    ``Page <path>:`` and the page as lines ``[ref] role "text" ...`` (the browser layer's
+    format).
 Actions
     The browser layer's tools and schemas: ``click(ref)``, ``type(ref, text)``, ``press(key)``,
     ``select(ref, option)``, ``scroll(target, direction)``. ``browser="text"`` (default, fast):
