@@ -379,12 +379,11 @@ def test_the_train_budgets_fit_the_oracle(tokenizer):
     assert budgets == (12, 160) and config.rollout.max_total_tokens == 4096
     # the recipe lists the tools as typed signatures: the same five, ~300 tokens fewer
     assert config.env.kwargs["tool_prompt"] == "signature"
-    env = make("web-shop-v0", **config.env.kwargs)
-    schemas = make("web-shop-v0")
-    short, long = (len(tokenizer(e.system_prompt)["input_ids"]) for e in (env, schemas))
-    schemas.close()
-    assert short < long - 250 and all(f"{n}(ref" in env.system_prompt for n in ("click", "type"))
+    env, schemas = make("web-shop-v0", **config.env.kwargs), make("web-shop-v0")
     try:
+        short, long = (len(tokenizer(e.system_prompt)["input_ids"]) for e in (env, schemas))
+        assert short < long - 250
+        assert all(f"{n}(ref" in env.system_prompt for n in ("click", "type"))
         for seed in range(6):  # every kind twice: the oracle's turns, replies and whole episode
             trajectory = play_oracle(env, seed, max_turns=30)
             assert len(trajectory.turns) <= config.rollout.max_turns
@@ -396,6 +395,7 @@ def test_the_train_budgets_fit_the_oracle(tokenizer):
             assert len(tokenizer(text)["input_ids"]) <= config.rollout.max_total_tokens
     finally:
         env.close()
+        schemas.close()
 
 
 @pytest.mark.parametrize("seed", [2, 5])  # replace kinds: cancel, buy, pay; seed 5 with a risk
