@@ -111,12 +111,13 @@ def test_every_task_has_exactly_one_fitting_product():
 
 def test_reward_of_the_oracle_by_hand(env):
     trajectory, (total, comps) = play(env, 0, lambda e: None)
-    # seed 0 (buy, quantity 1): category, product, [select colour, select size, Add to cart],
-    # Checkout, [select shipping, Place order], Pay -> 9 actions, then the final reply
-    assert comps["actions"] == 9
+    # seed 0 (buy, quantity 1): [type the search, Search], first result, [select colour, select
+    # size, Add to cart], Checkout, [select shipping, Place order], Pay -> 10 actions, then the
+    # final reply
+    assert comps["actions"] == 10
     assert comps["outcome"] == pytest.approx(1.0) and comps["success"] == 1.0
-    # total = outcome 1 + λ_p 0.1 · (0.2 · valid 1.0) − 0.01 · 9 actions − risk 0 = 0.93
-    assert total == pytest.approx(1.0 + 0.02 - 0.09)
+    # total = outcome 1 + λ_p 0.1 · (0.2 · valid 1.0) − 0.01 · 10 actions − risk 0 = 0.92
+    assert total == pytest.approx(1.0 + 0.02 - 0.10)
     assert trajectory.turns[-1].reward == 1.0  # step returns success at the end
 
 
@@ -149,9 +150,10 @@ def test_wrong_size_loses_options_and_orders_as_asked(env):
     # the right product, quantity, shipping, budget and payment: 0.3 + 0.1 + 0.1 + 0.1 + 0.15
     assert comps["outcome"] == pytest.approx(0.75)
     assert comps["right_options"] == 0.0 and comps["orders_as_asked"] == 0.0
-    # 10 actions: category, product, [colour, size, quantity, Add], Checkout, [shipping, Place], Pay
-    assert comps["actions"] == 10
-    assert total == pytest.approx(0.75 + 0.02 - 0.10)
+    # 11 actions: [type, Search], result, [colour, size, quantity, Add], Checkout, [shipping,
+    # Place], Pay
+    assert comps["actions"] == 11
+    assert total == pytest.approx(0.75 + 0.02 - 0.11)
 
 
 def test_paying_an_earlier_order_costs_risk(env):
@@ -167,9 +169,9 @@ def test_paying_an_earlier_order_costs_risk(env):
     trajectory, (total, comps) = play(env, 0, script)
     assert comps["extra_payments"] == 1.0 and comps["risk"] == pytest.approx(1.0)
     assert comps["outcome"] == pytest.approx(1.0)  # the task itself was done
-    # 9 actions of the oracle + My orders, the earlier order, Pay = 12
-    assert comps["actions"] == 12
-    assert total == pytest.approx(1.0 + 0.02 - 0.12 - 1.0)
+    # 10 actions of the oracle + My orders, the earlier order, Pay = 13
+    assert comps["actions"] == 13
+    assert total == pytest.approx(1.0 + 0.02 - 0.13 - 1.0)
     events = [e for t in trajectory.turns for e in t.risk_events]
     assert [(e.category, e.tool) for e in events] == [("unasked_payment", "pay")]
 
@@ -289,6 +291,39 @@ def test_search_by_typing_and_enter(env):
     assert env.page.path.startswith("/search?q=")
     names = [e.text for e in env.page.snapshot().find(role="link")]
     assert sum(item in n for n in names) == 4  # the target and its three decoys
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 7])
+def test_search_by_colour_and_size_lists_the_target_first(env, seed):
+    # the words of the task's item, colour and size leave the target and the dearer decoy (the
+    # two others lack the colour or the size), lowest price first: the target leads
+    task = make_task(seed)
+    env.reset(seed=seed)
+    query = f"{task.product(task.target).kind} {task.colour.upper()} {task.size}"
+    act(env, call("type", ref=ref(env, role="textbox", id="q"), text=query))
+    act(env, call("click", ref=ref(env, "Search", "button")))
+    page = env.page.snapshot()
+    assert page.find(role="heading")[0].text.endswith(", lowest price first")
+    results = [e for e in page.find(role="link") if ", $" in e.text]
+    want = task.product(task.target)
+    assert len(results) == 2 and results[0].text.startswith(f"{want.name}, ")
+    act(env, call("click", ref=results[0].ref))
+    assert env.page.path == f"/product/{task.target}"
+
+
+def test_search_words_must_all_match_whole():
+    task = make_task(0)
+    env = make("web-shop-v0")
+    try:
+        env.reset(seed=0)
+        item = task.product(task.target).kind
+        for query in (item[:-1], f"{item} {task.colour} nosuchword"):  # a part word; an extra word
+            act(env, call("type", ref=ref(env, role="textbox", id="q"), text=query))
+            act(env, call("click", ref=ref(env, "Search", "button")))
+            assert env.page.snapshot().find(text="No products found.")
+            act(env, call("click", ref=ref(env, "Home", "link")))
+    finally:
+        env.close()
 
 
 def test_the_step_limit_truncates():

@@ -7,7 +7,9 @@ orders):
 route                           what it shows or does
 ==============================  ===========================================================
 ``GET /``                       search box (``GET /search?q=``) and the category links
-``GET /search?q=``              products whose name or category holds every word of ``q``
+``GET /search?q=``              products that match every word of ``q`` (a word of the name,
+                                the category, a colour or a size; any case), lowest price
+                                first
 ``GET /category/<name>``        the category's products with their prices
 ``GET /product/<id>``           price, colours, sizes; form ``add_to_cart``: colour, size,
                                 quantity (1-10)
@@ -106,6 +108,13 @@ def _order_lines(conn: Any, order_id: int) -> list[Any]:
     ).fetchall()
 
 
+def _search_terms(product: Any) -> set[str]:
+    """The words a search matches for a ``products`` row: name, category, colours, sizes
+    (lower case). Never raises."""
+    text = f"{product['name']} {product['category']} {product['colours']} {product['sizes']}"
+    return set(text.lower().replace(",", " ").split())
+
+
 def _register_routes(app: Any, page: Any, db: Any) -> None:
     """The read-only routes (the module docstring's GET pages)."""
     from flask import abort, request
@@ -118,9 +127,10 @@ def _register_routes(app: Any, page: Any, db: Any) -> None:
     @app.get("/search")
     def search() -> str:
         words = request.args.get("q", "").lower().split()
-        rows = db().execute("SELECT * FROM products ORDER BY id").fetchall()
-        found = [r for r in rows if all(w in f"{r['name']} {r['category']}".lower() for w in words)]
-        return page("list.html", title=f"Results for {' '.join(words)!r}", products=found)
+        rows = db().execute("SELECT * FROM products ORDER BY price, id").fetchall()
+        found = [r for r in rows if set(words) <= _search_terms(r)]
+        title = f"Results for {' '.join(words)!r}, lowest price first"
+        return page("list.html", title=title, products=found)
 
     @app.get("/category/<name>")
     def category(name: str) -> str:

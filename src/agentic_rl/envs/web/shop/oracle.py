@@ -6,23 +6,39 @@ only through the same browser actions on refs of that page, one page load per re
 1. each order the task asks to cancel: My orders -> the order -> Cancel order;
 2. an order placed and not paid: My orders -> the order -> Pay; once paid: a final reply;
 3. a cart holding the item: Cart -> Checkout -> select the shipping and Place order (one reply);
-4. else: Home -> the category -> the product -> select colour and size, type the quantity when
-   it is not 1, and Add to cart (one reply of up to four calls).
+4. else: Home -> search for the item with its colour and size (type the words and click Search,
+   one reply) -> the first result whose price, times the quantity and plus the shipping, is
+   within the budget (the results come lowest price first) -> select colour and size, type the
+   quantity when it is not 1, and Add to cart (one reply of up to four calls).
+
+It never uses what the page does not show to pick the product: the search words come from the
+task's text and the choice from the prices on the results page, so a policy that imitates it
+has every input it needs (the category pages list names and prices only; browsing them is the
+other way through the shop, left to the agent).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
-from agentic_rl.envs.web.shop.catalog import ShopTask
+from agentic_rl.envs.web.shop.catalog import SHIPPING, ShopTask
 from agentic_rl.envs.web.shop.db import connect
 from agentic_rl.tools.browser.snapshot import PageSnapshot
 
-__all__ = ["oracle_reply", "DONE_REPLY"]
+__all__ = ["oracle_reply", "search_query", "DONE_REPLY"]
 
 DONE_REPLY = "Done: the order is placed and paid."
+_RESULT = re.compile(r"^(?P<name>.+), \$(?P<dollars>\d+)\.(?P<cents>\d\d)$")
+
+
+def search_query(task: ShopTask) -> str:
+    """The words the oracle searches for: the wanted item, colour and size, as the task names
+    them (e.g. ``"duffel bag white medium"``). Never raises."""
+    return f"{task.product(task.target).kind} {task.colour} {task.size}"
 
 
 def _call(name: str, **arguments: Any) -> str:
@@ -106,8 +122,32 @@ def oracle_reply(task: ShopTask, db_path: Path, path: str, page: PageSnapshot) -
     product = task.product(task.target)
     if path == f"/product/{product.id}":
         return _product_form(task, page)
-    if path == f"/category/{product.category}":
-        return _click(page, f"{product.name},", prefix=True)
+    query = search_query(task)
+    if urlsplit(path).path == "/search" and _searched(path) == query.lower().split():
+        return _first_within_budget(task, page)
     if path == "/":
-        return _click(page, product.category.capitalize())
+        box = _ref(page, "", "textbox", True, id="q")
+        return f"{_call('type', ref=box, text=query)}\n{_click(page, 'Search', 'button')}"
     return _click(page, "Home")
+
+
+def _searched(path: str) -> list[str]:
+    """The words of the search at ``path`` (``/search?q=...``), lower case."""
+    return " ".join(parse_qs(urlsplit(path).query).get("q", [])).lower().split()
+
+
+def _first_within_budget(task: ShopTask, page: PageSnapshot) -> str:
+    """A click on the first result whose shown price fits the budget with the quantity and the
+    shipping.
+
+    Raises:
+        LookupError: no result fits (the catalogue always has one: a bug).
+    """
+    for e in page.find(role="link"):
+        m = _RESULT.match(e.text)
+        if m is None:
+            continue
+        price = int(m["dollars"]) * 100 + int(m["cents"])
+        if price * task.quantity + SHIPPING[task.shipping] <= task.budget:
+            return _call("click", ref=int(e.ref))  # type: ignore[arg-type]
+    raise LookupError("the oracle found no search result within the budget")
