@@ -25,6 +25,7 @@ from agentic_rl.envs.checker import check_env, play_oracle  # noqa: E402
 from agentic_rl.envs.web.shop import db  # noqa: E402
 from agentic_rl.envs.web.shop.catalog import SHIPPING, TASK_KINDS, make_task  # noqa: E402
 from agentic_rl.envs.web.shop.env import DEFAULT_PERMISSIONS, WebShopEnv  # noqa: E402
+from agentic_rl.envs.web.shop.oracle import search_query  # noqa: E402
 from agentic_rl.errors import EnvUnavailableError  # noqa: E402
 from agentic_rl.tools import parse_tool_calls  # noqa: E402
 from agentic_rl.types import Action  # noqa: E402
@@ -104,6 +105,14 @@ def test_every_task_has_exactly_one_fitting_product():
             and p.price * t.quantity + SHIPPING[t.shipping] <= t.budget
         ]
         assert fits == [t.target], seed
+        # the oracle's search (item, colour, size) lists the target first, lowest price first
+        words = set(search_query(t).split())
+        found = [
+            p.id
+            for p in sorted(t.products, key=lambda p: (p.price, p.id))
+            if words <= set(f"{p.name} {p.category} {' '.join(p.colours + p.sizes)}".split())
+        ]
+        assert found[0] == t.target, seed
         assert t.kind == TASK_KINDS[seed % 3]
         assert len({p.id for p in t.products}) == len(t.products)
         assert {o.status for o in t.earlier_orders} == {"paid", "awaiting payment"}
