@@ -81,15 +81,6 @@ def hf_model(model_dir):
     return load_model(model_dir).eval()
 
 
-@pytest.fixture(scope="module")
-def prompt_ids(chat):
-    messages = [
-        Message(role="system", content="You are a helpful assistant. Answer briefly."),
-        Message(role="user", content="Name three colours of the rainbow and say why it forms."),
-    ]
-    return chat.encode(chat.render_prompt(messages))
-
-
 def test_openai_backend_sends_prompt_ids_and_gets_ids_and_logprobs(
     server, chat, hf_model, model_dir, tmp_path
 ):

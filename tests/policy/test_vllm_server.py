@@ -33,7 +33,6 @@ import torch  # noqa: E402
 from agentic_rl.policy.base import GenerationRequest, SamplingParams  # noqa: E402
 from agentic_rl.policy.openai_compat import OpenAICompatPolicy, make_client  # noqa: E402
 from agentic_rl.policy.vllm_sync import engine_weight_version, sync_full_weights  # noqa: E402
-from agentic_rl.types import Message  # noqa: E402
 
 TEMPERATURE = 0.7
 NEW_TOKENS = 24
@@ -51,15 +50,6 @@ def server(model_dir, tmp_path_factory):
     # eager: no torch.compile warm-up (minutes on a loaded 2-core machine); same weights path
     with running_server(model_dir, tmp_path_factory.mktemp("vllm")) as srv:
         yield srv
-
-
-@pytest.fixture(scope="module")
-def prompt_ids(chat):
-    messages = [
-        Message(role="system", content="You are a helpful assistant. Answer briefly."),
-        Message(role="user", content="Name three colours of the rainbow and say why it forms."),
-    ]
-    return chat.encode(chat.render_prompt(messages))
 
 
 def _policy(server, chat):
