@@ -421,6 +421,10 @@ def test_the_train_budgets_fit_the_oracle(tokenizer):
     config = load_config(None, env_overrides("web-shop-v0", []))
     budgets = (config.rollout.max_turns, config.rollout.max_new_tokens)
     assert budgets == (12, 160) and config.rollout.max_total_tokens == 4096
+    # the RL settings of the run that lifted (docs/training_runs.md)
+    assert (config.optim.lr, config.rollout.temperature, config.loss.kl_coef) == (1e-5, 0.7, 0.04)
+    assert config.loss.loss_agg == "seq-mean-token-mean"
+    assert (config.warmup.num_demos, config.warmup.epochs) == (32, 2)
     # the recipe lists the tools as typed signatures: the same five, ~300 tokens fewer
     assert config.env.kwargs["tool_prompt"] == "signature"
     env, schemas = make("web-shop-v0", **config.env.kwargs), make("web-shop-v0")
