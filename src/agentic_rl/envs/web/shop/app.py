@@ -35,7 +35,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentic_rl.envs.web.shop.catalog import SHIPPING, money
+from agentic_rl.envs.web.shop.catalog import SHIPPING, money, search_terms
 from agentic_rl.envs.web.shop.db import connect
 
 __all__ = ["TEMPLATES", "create_app"]
@@ -108,11 +108,11 @@ def _order_lines(conn: Any, order_id: int) -> list[Any]:
     ).fetchall()
 
 
-def _search_terms(product: Any) -> set[str]:
-    """The words a search matches for a ``products`` row: name, category, colours, sizes
-    (lower case). Never raises."""
-    text = f"{product['name']} {product['category']} {product['colours']} {product['sizes']}"
-    return set(text.lower().replace(",", " ").split())
+def _row_terms(row: Any) -> frozenset[str]:
+    """:func:`~agentic_rl.envs.web.shop.catalog.search_terms` of a ``products`` row."""
+    return search_terms(
+        row["name"], row["category"], row["colours"].split(","), row["sizes"].split(",")
+    )
 
 
 def _register_routes(app: Any, page: Any, db: Any) -> None:
@@ -127,8 +127,9 @@ def _register_routes(app: Any, page: Any, db: Any) -> None:
     @app.get("/search")
     def search() -> str:
         words = request.args.get("q", "").lower().split()
+        wanted = set(words)
         rows = db().execute("SELECT * FROM products ORDER BY price, id").fetchall()
-        found = [r for r in rows if set(words) <= _search_terms(r)]
+        found = [r for r in rows if wanted <= _row_terms(r)]
         title = f"Results for {' '.join(words)!r}, lowest price first"
         return page("list.html", title=title, products=found)
 

@@ -18,6 +18,7 @@ Money is in cents. Nothing here imports Flask: the database and the app read the
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "ShopTask",
     "make_task",
     "money",
+    "search_terms",
 ]
 
 #: category -> (kinds of item, sizes offered)
@@ -53,6 +55,15 @@ _PRICE_RANGE = {"shoes": (40, 120), "shirts": (20, 60), "jackets": (50, 150), "s
 def money(cents: int) -> str:
     """``$12.50`` for 1250 cents. Never raises."""
     return f"${cents // 100}.{cents % 100:02d}"
+
+
+def search_terms(
+    name: str, category: str, colours: Sequence[str], sizes: Sequence[str]
+) -> frozenset[str]:
+    """The words the shop's search matches for a product: the words of its name and category,
+    its colours and sizes, lower case (a query matches when every one of its lower-cased words
+    is among them). Never raises."""
+    return frozenset(" ".join([name, category, *colours, *sizes]).lower().split())
 
 
 @dataclass(frozen=True)
