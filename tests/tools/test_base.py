@@ -232,9 +232,9 @@ def test_execute_tool_calls_all_outcomes():
 def test_execute_truncates_long_output():
     calls = [ToolCall(name="shout", arguments={"text": "a" * 2500}, id="c")]
     (result,) = execute_tool_calls(calls, [], TOOLS)
-    assert result.content == "A" * 2000 + "…[truncated 500 chars]"
+    assert result.content == "A" * 2000 + "…[truncated 500 of 2500 chars]"
     (result,) = execute_tool_calls(calls, [], TOOLS, max_chars=10)
-    assert result.content == "A" * 10 + "…[truncated 2490 chars]"
+    assert result.content == "A" * 10 + "…[truncated 2490 of 2500 chars]"
     (result,) = execute_tool_calls(calls, [], TOOLS, max_chars=2500)
     assert result.content == "A" * 2500
 

@@ -198,7 +198,7 @@ def test_truncation_is_for_the_model_the_audit_has_the_full_size(tmp_path):
     (result,) = ex2.execute(
         [ToolCall("delete_files", {"path": "p" * 30}, id="c0")], [], trajectory_id="t", turn=0
     ).results
-    assert result.content == "deleted pp…[truncated 28 chars]"
+    assert result.content == "deleted pp…[truncated 28 of 38 chars]"
     (rec,) = ex2.audit.read()
     assert rec["output_bytes"] == 38 and rec["truncated"] is True
 

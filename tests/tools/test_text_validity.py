@@ -146,7 +146,7 @@ def test_tool_output_with_surrogates_is_valid_text(tmp_path):
     report = ToolExecutor({"emit": emit}, policy, log, max_chars=3).execute(
         calls, [], trajectory_id="t", turn=0
     )
-    assert report.results[0].content == f"{REPLACEMENT}hi…[truncated 1 chars]"
+    assert report.results[0].content == f"{REPLACEMENT}hi…[truncated 1 of 4 chars]"
     assert (
         log.read()[0]["output_bytes"] == 8
     )  # the full output as valid text: U+FFFD is 3 bytes in UTF-8

@@ -38,10 +38,40 @@ from agentic_rl.tools.definition._schema import check_object, schema_from_functi
 from agentic_rl.tools.definition.parser import in_call_order
 from agentic_rl.types import ToolCall, ToolCallError, ToolResult, valid_text
 
-__all__ = ["Tool", "ToolArgumentError", "tool", "execute_tool_calls", "DEFAULT_MAX_CHARS"]
+__all__ = [
+    "Tool",
+    "ToolArgumentError",
+    "ToolOutput",
+    "tool",
+    "execute_tool_calls",
+    "DEFAULT_MAX_CHARS",
+]
 
 DEFAULT_MAX_CHARS = 2000
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """What a tool returns when it had to cut its own output (the sandbox's ``python`` caps what
+    a program prints): the text it passes on and the size of the whole output.
+
+    The executor's truncation notice (:func:`execute_tool_calls`) and the audit record count
+    from ``full_chars`` / ``full_bytes``, so the policy and the audit log are told the real size
+    of the output, not the size of what the tool kept of it. ``str(output)`` is ``text``.
+
+    Attributes:
+        text: the output as the tool passes it on (already cut, with the tool's own notice).
+        full_chars: characters of the whole output (>= ``len(text)``).
+        full_bytes: UTF-8 bytes of the whole output.
+    """
+
+    text: str
+    full_chars: int
+    full_bytes: int
+
+    def __str__(self) -> str:
+        return self.text
 
 
 class ToolArgumentError(ValueError):
@@ -125,8 +155,21 @@ class Tool:
             ToolArgumentError: the arguments do not match the schema (see :meth:`validate`).
             Exception: whatever ``fn`` raises, unchanged.
         """
+        return str(self.run(arguments))
+
+    def run(self, arguments: dict[str, Any]) -> ToolOutput:
+        """As :meth:`__call__`, with the size of the whole output: a :class:`ToolOutput` that
+        ``fn`` returned is passed on; any other result is ``str(result)``, whole.
+
+        Raises:
+            ToolArgumentError, Exception: as :meth:`__call__`.
+        """
         self.validate(arguments)
-        return str(self.fn(**arguments))
+        out = self.fn(**arguments)
+        if isinstance(out, ToolOutput):
+            return out
+        text = valid_text(str(out))
+        return ToolOutput(text, len(text), len(text.encode("utf-8")))
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> Any:
@@ -160,14 +203,22 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> An
     return build(fn) if fn is not None else build
 
 
-def _truncate(text: str, max_chars: int) -> str:
+def _truncate(text: str, max_chars: int, full_chars: int | None = None) -> str:
     """The observation text shown to the policy: ``text`` made valid (lone surrogates -> U+FFFD,
-    :func:`~agentic_rl.types.valid_text`), then cut to ``max_chars`` characters with a notice of
-    how many were cut. Every tool result passes here, so tool output is valid text downstream."""
+    :func:`~agentic_rl.types.valid_text`), then cut to ``max_chars`` characters with a notice
+    ``…[truncated N of M chars]``: M is the size of the whole output (``full_chars`` when the
+    tool had already cut it, see :class:`ToolOutput`; else ``len(text)``), N = M - ``max_chars``.
+    Every tool result passes here, so tool output is valid text downstream."""
     text = valid_text(text)
     if len(text) <= max_chars:
         return text
-    return f"{text[:max_chars]}…[truncated {len(text) - max_chars} chars]"
+    full = len(text) if full_chars is None else max(full_chars, len(text))
+    return f"{text[:max_chars]}…[truncated {full - max_chars} of {full} chars]"
+
+
+def _full(cut: ToolOutput | None) -> int | None:
+    """Characters of the whole output of a tool that cut its own (None: the text is whole)."""
+    return None if cut is None else cut.full_chars
 
 
 def _parse_error_result(error: ToolCallError, call_id: str) -> ToolResult:
@@ -180,19 +231,22 @@ def _parse_error_result(error: ToolCallError, call_id: str) -> ToolResult:
     )
 
 
-def _run_one(call: ToolCall, tools: Mapping[str, Tool]) -> ToolResult:
+def _run_one(call: ToolCall, tools: Mapping[str, Tool]) -> tuple[ToolResult, ToolOutput | None]:
+    """The call's result (content not yet cut for the policy) and, when the tool cut its own
+    output, the :class:`ToolOutput` that gives the size of the whole output (else None)."""
     selected = tools.get(call.name)
     if selected is None:
         available = ", ".join(sorted(tools)) or "none"
         content = f"Error: unknown tool '{call.name}'. Available tools: {available}"
-        return ToolResult(call_id=call.id, name="", content=content, ok=False)
+        return ToolResult(call_id=call.id, name="", content=content, ok=False), None
     try:
-        output = selected(call.arguments)
+        output = selected.run(call.arguments)
     except ToolArgumentError as exc:
-        return ToolResult(call.id, call.name, f"Error: {exc}", ok=False)
+        return ToolResult(call.id, call.name, f"Error: {exc}", ok=False), None
     except Exception as exc:  # noqa: BLE001 - a failing tool is an observation, not a crash
-        return ToolResult(call.id, call.name, f"Error: {type(exc).__name__}: {exc}", ok=False)
-    return ToolResult(call_id=call.id, name=call.name, content=output, ok=True)
+        return ToolResult(call.id, call.name, f"Error: {type(exc).__name__}: {exc}", False), None
+    cut = output if output.full_chars > len(output.text) else None
+    return ToolResult(call_id=call.id, name=call.name, content=output.text, ok=True), cut
 
 
 def execute_tool_calls(
@@ -216,8 +270,9 @@ def execute_tool_calls(
     - otherwise ``ok=True`` with the tool's output.
 
     Every content is made valid text (lone surrogates become U+FFFD); one longer than
-    ``max_chars`` is cut to ``max_chars`` characters followed by ``"…[truncated N chars]"``
-    (N = number of characters removed).
+    ``max_chars`` is cut to ``max_chars`` characters followed by ``"…[truncated N of M chars]"``
+    (M = characters of the tool's whole output, counted before any cut, also one the tool made
+    itself, see :class:`ToolOutput`; N = M - ``max_chars``).
 
     Raises:
         ValueError: ``max_chars`` is not positive. Exceptions raised by tools never
@@ -227,11 +282,12 @@ def execute_tool_calls(
     if max_chars <= 0:
         raise ValueError(f"max_chars must be positive, got {max_chars}")
     results = [
-        _parse_error_result(item, call_id)
+        (_parse_error_result(item, call_id), None)
         if isinstance(item, ToolCallError)
         else _run_one(item, tools)
         for call_id, item in in_call_order(calls, errors)
     ]
     return tuple(
-        ToolResult(r.call_id, r.name, _truncate(r.content, max_chars), r.ok) for r in results
+        ToolResult(r.call_id, r.name, _truncate(r.content, max_chars, _full(cut)), r.ok)
+        for r, cut in results
     )

@@ -25,9 +25,11 @@ status         ``ok``, ``error``, ``denied``, ``parse_error``, ``unknown_tool``;
 exit_code      exit status when the status is ``exited`` (``sys.exit``, ``os._exit``), else null
 signal         name of the signal that killed the interpreter when the status is ``killed``
                (``SIGSEGV``, ``SIGXCPU`` at ``RLIMIT_CPU``, ``SIGKILL``...), else null
-output_bytes   UTF-8 size of the tool's full output (before truncation for the model)
-output_sha256  hex SHA-256 of that output
-truncated      whether the model saw a truncated output
+output_bytes   UTF-8 size of the tool's full output (before truncation for the model; a tool
+               that cut its own output, as the sandbox's ``python`` caps what a program
+               prints, reports the size of the whole output: ``ToolOutput``)
+output_sha256  hex SHA-256 of the output the tool returned
+truncated      whether the model saw a truncated output (cut by the tool or for the model)
 ============== ==========================================================================
 
 Durability: each record is encoded first, then written with one ``write`` on a file opened

@@ -55,6 +55,8 @@ from agentic_rl.tools.definition.parser import in_call_order
 from agentic_rl.tools.definition.tool import (
     DEFAULT_MAX_CHARS,
     Tool,
+    ToolOutput,
+    _full,
     _parse_error_result,
     _run_one,
     _truncate,
@@ -241,7 +243,7 @@ class ToolExecutor:
             return self._shown(routed), []
         call = routed
         if call.name not in self.tools:
-            result = _run_one(call, self.tools)
+            result, _ = _run_one(call, self.tools)
             self._audit(
                 where,
                 call,
@@ -268,8 +270,9 @@ class ToolExecutor:
             )
             return self._shown(result), [event]
         started = time.perf_counter()
+        cut: ToolOutput | None = None
         try:
-            result = _run_one(call, self.tools)
+            result, cut = _run_one(call, self.tools)
         except (
             SystemExit
         ) as exc:  # a tool calling sys.exit() is an observation, not the end of training
@@ -285,8 +288,9 @@ class ToolExecutor:
             "allow",
             "ok" if result.ok else "error",
             self._reported_status(call, result),
+            cut,
         )
-        return self._shown(result), self._detect(call, result)
+        return self._shown(result, cut), self._detect(call, result)
 
     def _reported_status(self, call: ToolCall, result: ToolResult) -> dict[str, Any]:
         """How the call ended, as the tool's ``audit_status`` tells it (only when the tool returned)."""
@@ -321,10 +325,11 @@ class ToolExecutor:
                     events.append(event)
         return events
 
-    def _shown(self, result: ToolResult) -> ToolResult:
-        return ToolResult(
-            result.call_id, result.name, _truncate(result.content, self.max_chars), result.ok
-        )
+    def _shown(self, result: ToolResult, cut: ToolOutput | None = None) -> ToolResult:
+        """``result`` as the policy sees it: cut to ``max_chars``, the notice counting from the
+        whole output (``cut``: the tool had cut it itself)."""
+        content = _truncate(result.content, self.max_chars, _full(cut))
+        return ToolResult(result.call_id, result.name, content, result.ok)
 
     def _audit(
         self,
@@ -337,10 +342,12 @@ class ToolExecutor:
         verdict: str,
         status: str,
         reported: dict[str, Any] | None = None,
+        cut: ToolOutput | None = None,
     ) -> None:
         if self.audit is None:
             return
         data = valid_text(output).encode("utf-8")  # size and hash of the output as valid text
+        size = len(data) if cut is None else max(cut.full_bytes, len(data))
         self.audit.append(
             {
                 **self.context,
@@ -359,8 +366,8 @@ class ToolExecutor:
                 "exit_code": None,
                 "signal": None,
                 **(reported or {}),
-                "output_bytes": len(data),
+                "output_bytes": size,
                 "output_sha256": hashlib.sha256(data).hexdigest(),
-                "truncated": len(output) > self.max_chars,
+                "truncated": cut is not None or len(output) > self.max_chars,
             }
         )

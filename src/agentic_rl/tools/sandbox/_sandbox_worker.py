@@ -18,16 +18,20 @@ Two processes, so that the program cannot reach the channel its results travel o
   ``/dev/null`` and descriptors 1 and 2 at two pipes read by the supervisor, and runs the code.
 
 Host <-> supervisor (JSON lines): request ``{"code": str}``; reply ``{"stdout", "stderr",
-"value", "exception", "memory_exceeded", "truncated", "exit", "signal", "cpu_exceeded"}``, after
-a first ``{"ready": true}``. What the supervisor reports is what it observed itself: stdout and
-stderr are the bytes the kernel (and every process it started) wrote to descriptors 1 and 2,
-capped here at ``max_output_chars`` each; ``exit``/``signal`` come from ``wait4`` on the kernel
-(not from what the program says), ``cpu_exceeded`` means it was killed by ``SIGXCPU``/``SIGKILL``
-after using ``RLIMIT_CPU`` seconds of CPU (its rusage, less a few ticks). A reply with ``exit`` or
-``signal`` not null means the kernel is gone; the supervisor exits after sending it.
+"value", "exception", "memory_exceeded", "truncated", "dropped", "exit", "signal",
+"cpu_exceeded"}``, after a first ``{"ready": true}``. What the supervisor reports is what it
+observed itself: stdout and stderr are the bytes the kernel (and every process it started) wrote
+to descriptors 1 and 2, capped here at ``max_output_chars`` each; ``dropped`` is ``[characters,
+UTF-8 bytes]`` of the output the caps cut (of stdout, stderr and the value together: what the
+supervisor read and did not keep, plus what the kernel's ``sys.stdout``/``sys.stderr`` and value
+cap say they dropped before writing), so the host can tell the policy the real size;
+``exit``/``signal`` come from ``wait4`` on the kernel (not from what the program says),
+``cpu_exceeded`` means it was killed by ``SIGXCPU``/``SIGKILL`` after using ``RLIMIT_CPU``
+seconds of CPU (its rusage, less a few ticks). A reply with ``exit`` or ``signal`` not null
+means the kernel is gone; the supervisor exits after sending it.
 
 Supervisor <-> kernel: request ``{"code", "token"}`` with a fresh random token per call; the
-kernel answers ``{"token", "value", "exception", "memory_exceeded", "exit"}``. The program can
+kernel answers ``{"token", "value", "exception", "memory_exceeded", "exit", "dropped"}``. The program can
 write to that pipe (it shares the kernel's process), so the supervisor treats the answer as a
 claim: lines without the call's token are dropped, so blind forgery and replies left over from
 an earlier call change nothing, the value and exception name are capped, and a claimed exit
@@ -51,6 +55,8 @@ import sys
 import traceback
 
 _READ = 1 << 16
+_CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes that start no character
+_MAX_COUNT = 1 << 53  # a claimed count is clipped here (a JSON number every reader keeps exact)
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 _MAX_NAME = 200
 
@@ -76,20 +82,25 @@ def _write_all(fd, data):
 class _FdWriter(io.TextIOBase):
     """``sys.stdout``/``sys.stderr`` of one call: forwards the first ``cap + 1`` characters to ``fd``.
 
-    Dropping the rest here only saves work; the supervisor caps what reaches the host.
+    Dropping the rest here only saves work (the supervisor caps what reaches the host); what was
+    dropped is counted (``dropped``: characters, UTF-8 bytes) so the real size can be reported.
     """
 
     def __init__(self, fd, cap):
         super().__init__()
-        self.fd, self.room = fd, cap + 1
+        self.fd, self.room, self.dropped = fd, cap + 1, [0, 0]
 
     def write(self, s):
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
-        if self.room > 0:
-            part = s[: self.room]
+        part = s[: self.room] if self.room > 0 else ""
+        if part:
             self.room -= len(part)
             _write_all(self.fd, part.encode("utf-8", "backslashreplace"))
+        if len(part) < len(s):
+            rest = s[len(part) :]
+            self.dropped[0] += len(rest)
+            self.dropped[1] += len(rest) if rest.isascii() else _utf8_size(rest)
         return len(s)
 
     def writable(self):
@@ -119,9 +130,14 @@ def _apply_limits(limits, uid):
 # --------------------------------------------------------------------------------- kernel
 
 
+def _utf8_size(text):
+    return len(text.encode("utf-8", "backslashreplace"))
+
+
 def _run(code, namespace, cap):
     out, err = _FdWriter(1, cap), _FdWriter(2, cap)
     reply = {"value": None, "exception": None, "memory_exceeded": False, "exit": None}
+    reply["dropped"] = dropped = [0, 0]
     saved = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err
     try:
@@ -135,6 +151,9 @@ def _run(code, namespace, cap):
             if result is not None:
                 text = repr(result)
                 reply["value"] = text if len(text) <= cap else text[:cap] + "…[truncated]"
+                if len(text) > cap:
+                    dropped[0] += len(text) - cap
+                    dropped[1] += _utf8_size(text[cap:])
     except SystemExit as exc:
         status = exc.code
         if status is None or isinstance(status, int):
@@ -161,6 +180,9 @@ def _run(code, namespace, cap):
                 stream.flush()
             except (OSError, ValueError, AttributeError):
                 pass
+    for writer in (out, err):
+        dropped[0] += writer.dropped[0]
+        dropped[1] += writer.dropped[1]
     return reply
 
 
@@ -211,6 +233,7 @@ class _Stream:
             0,
             True,
         )
+        self.dropped_chars = 0
         os.set_blocking(fd, False)
 
     def read(self):
@@ -226,7 +249,10 @@ class _Stream:
             return False
         room = max(0, self.limit - len(self.data))
         self.data += chunk[:room]
-        self.dropped += len(chunk) - min(room, len(chunk))
+        if room < len(chunk):
+            rest = chunk[room:]
+            self.dropped += len(rest)
+            self.dropped_chars += len(rest.translate(None, _CONTINUATION))  # UTF-8 characters
         return True
 
     def drain(self, budget=8 << 20):
@@ -235,11 +261,13 @@ class _Stream:
             budget -= _READ
 
     def take(self, cap):
-        """(text, truncated) of what was read since the last take."""
+        """(text, truncated, [characters, bytes] not kept) of what was read since the last take."""
         text = self.data.decode("utf-8", "replace")
         cut = bool(self.dropped) or len(text) > cap
-        self.data, self.dropped = bytearray(), 0
-        return text[:cap], cut
+        rest = text[cap:]
+        dropped = [self.dropped_chars + len(rest), self.dropped + len(rest.encode("utf-8"))]
+        self.data, self.dropped, self.dropped_chars = bytearray(), 0, 0
+        return text[:cap], cut, dropped
 
 
 class _Kernel:
@@ -314,12 +342,15 @@ class _Kernel:
     def result(self, claim, status):
         """The reply sent to the host (see the module docstring)."""
         cap, claim = self.cap, claim or {}
-        stdout, out_cut = self.out.take(cap)
-        stderr, err_cut = self.err.take(cap)
+        stdout, out_cut, out_dropped = self.out.take(cap)
+        stderr, err_cut, err_dropped = self.err.take(cap)
         value = claim.get("value") if isinstance(claim.get("value"), str) else None
         value_cut = value is not None and len(value) > cap + len("…[truncated]")
+        dropped = _claimed_counts(claim.get("dropped"))  # what the kernel cut before writing
         if value_cut:
+            dropped = [dropped[0] + len(value) - cap, dropped[1] + _utf8_size(value[cap:])]
             value = value[:cap] + "…[truncated]"
+        dropped = [dropped[i] + out_dropped[i] + err_dropped[i] for i in (0, 1)]
         exception = claim.get("exception") if isinstance(claim.get("exception"), str) else None
         exit_code = signum = None
         cpu = False
@@ -340,11 +371,19 @@ class _Kernel:
             "value": value,
             "exception": exception[:_MAX_NAME] if exception else None,
             "memory_exceeded": claim.get("memory_exceeded") is True,
-            "truncated": out_cut or err_cut or value_cut,
+            "truncated": out_cut or err_cut or value_cut or dropped[0] > 0,
+            "dropped": dropped,
             "exit": exit_code,
             "signal": signum,
             "cpu_exceeded": cpu,
         }
+
+
+def _claimed_counts(claim):
+    """The kernel's ``[characters, bytes]`` claim, each an int clipped to [0, 2**53]; [0, 0] if malformed."""
+    if not (isinstance(claim, list) and len(claim) == 2):
+        return [0, 0]
+    return [min(max(v, 0), _MAX_COUNT) if type(v) is int else 0 for v in claim]
 
 
 def main():

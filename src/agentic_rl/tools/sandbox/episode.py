@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentic_rl.tools.definition.tool import Tool
+from agentic_rl.tools.definition.tool import Tool, ToolOutput
 from agentic_rl.tools.governance.risk_detector import limit_events, path_events
 from agentic_rl.tools.sandbox import workspace as ws
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, SandboxError, SandboxUnavailableError
@@ -349,10 +349,10 @@ class EpisodeSandbox:
         ``python``, paths outside the workspace for the file tools. Never raises."""
         cfg, root = self.config, self.workspace
 
-        def python(code: str) -> str:
+        def python(code: str) -> str | ToolOutput:
             self._last_result = None
             self._last_result = result = self.run_python(code)
-            return result.render()
+            return _python_output(result)
 
         def read_file(path: str) -> str:
             return ws.read_file(root, path, max_chars=cfg.max_read_chars)
@@ -461,6 +461,18 @@ class EpisodeSandbox:
             pass
 
 
+def _python_output(result: ExecResult) -> str | ToolOutput:
+    """The ``python`` tool's output: the rendered result, with the size of the whole output
+    (the sections shown, without the cut notice, plus what the sandbox's caps cut) when a cap cut
+    some, so the policy and the audit log are told the real size."""
+    text = result.render()
+    if not result.dropped_chars:
+        return text
+    kept = dataclasses.replace(result, output_truncated=False).render()
+    size = len(kept.encode("utf-8", "replace")) + result.dropped_bytes
+    return ToolOutput(text, len(kept) + result.dropped_chars, size)
+
+
 def _outcome(result: ExecResult) -> tuple:
     """The deterministic fields of a python result (what a replay must reproduce)."""
     return (
@@ -472,4 +484,5 @@ def _outcome(result: ExecResult) -> tuple:
         result.timed_out,
         result.memory_exceeded,
         result.output_truncated,
+        result.dropped_chars,
     )

@@ -61,6 +61,9 @@ class ExecResult:
         timed_out: the call ran past the wall-clock limit and the sandbox was killed.
         memory_exceeded: a ``MemoryError`` was raised (the address-space limit was hit).
         output_truncated: some output was cut at ``max_output_chars``.
+        dropped_chars: characters of output (stdout, stderr and value together) that the caps
+            cut: the whole output is what is shown plus this many characters.
+        dropped_bytes: the same in UTF-8 bytes.
         duration_s: wall-clock seconds of the call, as seen by the host.
         exception: type name of the uncaught exception, if any.
         signal: name of the signal that killed the interpreter (``"SIGSEGV"``, ``"SIGXCPU"``,
@@ -81,6 +84,8 @@ class ExecResult:
     exception: str | None = None
     signal: str | None = None
     cpu_exceeded: bool = False
+    dropped_chars: int = 0
+    dropped_bytes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -129,7 +134,8 @@ class ExecResult:
         if self.value is not None:
             parts.append(f"Out: {self.value}")
         if self.output_truncated:
-            parts.append("[output truncated]")
+            more = f": {self.dropped_chars} more characters not shown" if self.dropped_chars else ""
+            parts.append(f"[output truncated{more}]")
         if self.memory_exceeded:
             parts.append("[memory limit exceeded]")
         if self.cpu_exceeded:
@@ -347,6 +353,8 @@ class PythonInterpreter:
             duration_s=time.monotonic() - start,
             signal=name,
             cpu_exceeded=reply["cpu_exceeded"],
+            dropped_chars=reply["dropped"][0],
+            dropped_bytes=reply["dropped"][1],
         )
 
     def close(self) -> None:
