@@ -132,6 +132,34 @@ def test_text_and_structured_tool_calls_of_one_reply_get_distinct_ids(chat):
     assert [r.content for r in t.turns[0].tool_results] == ["5", "42"]
 
 
+def test_ids_stay_unique_when_the_text_holds_a_rejected_call(chat):
+    """Issue 39 item 14: the text's blocks (a rejected one, then a good one) take positions 0 and
+    1, the structured calls (a good one, then one with bad arguments) 2 and 3. Before, the
+    structured call was numbered from the count of accepted text calls and took call_0_1, the
+    id of the text's good call."""
+    good = '<tool_call>{"name": "calculator", "arguments": {"expression": "2+3"}}</tool_call>'
+    text = "<tool_call>{oops}</tool_call>" + good
+    structured = [("calculator", '{"expression": "6*7"}'), ("calculator", "not json")]
+    script = [{"content": text, "tool_calls": structured}, {"content": "<answer>42</answer>"}]
+    with StubServer(chat_script=script) as server:
+        client = make_client(server.base_url, max_retries=0)
+        (t,) = run_chat_episodes(client, "m", [make("calculator-v0")], [0], ["g"], max_turns=3)
+        sent = server.chat_requests[1]["messages"]
+    turn = t.turns[0]
+    assert [c.id for c in turn.action.tool_calls] == ["call_0_1", "call_0_2"]
+    results = [(r.call_id, r.ok) for r in turn.tool_results]  # message order, one id each
+    assert results == [
+        ("call_0_0", False),
+        ("call_0_1", True),
+        ("call_0_2", True),
+        ("call_0_3", False),
+    ]
+    assert [r.content for r in turn.tool_results if r.ok] == ["5", "42"]
+    assert [c["id"] for c in sent[2]["tool_calls"]] == ["call_0_1", "call_0_2"]
+    answered = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+    assert answered == ["call_0_0", "call_0_1", "call_0_2", "call_0_3"]
+
+
 def test_chat_completions_honour_a_context_reset(chat):
     # memory-recall-v0: the first reply ends the reveal session and the env wipes the history
     script = [{"content": "I will remember."}, {"content": "<answer>unknown</answer>"}]

@@ -36,6 +36,7 @@ from typing import Any
 
 from agentic_rl.envs.base import Env
 from agentic_rl.tools import parse_tool_calls
+from agentic_rl.tools.definition.parser import call_id
 from agentic_rl.types import (
     Action,
     Message,
@@ -52,8 +53,11 @@ log = logging.getLogger(__name__)
 def _tool_calls(
     message: Any, turn: int, first: int = 0
 ) -> tuple[list[ToolCall], list[ToolCallError]]:
-    """The structured tool calls of a chat reply, numbered ``call_<turn>_<k>`` from ``k = first``
-    (after the calls parsed from the reply's text, so that no two calls of a turn share an id)."""
+    """The structured tool calls of a chat reply, numbered :func:`~agentic_rl.tools.definition.parser.call_id`
+    ``(turn, k)`` from ``k = first``, the number of ``<tool_call>`` blocks in the reply's text
+    (accepted or rejected): one position per call, a rejected one's left free as the parser
+    does, so every call and error of the turn has its own id and
+    :func:`~agentic_rl.tools.definition.parser.in_call_order` keeps them in order."""
     calls, errors = [], []
     for k, call in enumerate(getattr(message, "tool_calls", None) or [], start=first):
         raw = call.function.arguments or "{}"
@@ -64,7 +68,7 @@ def _tool_calls(
         except ValueError as exc:
             errors.append(ToolCallError(raw, f"arguments of {call.function.name!r}: {exc}"))
             continue
-        calls.append(ToolCall(call.function.name, args, raw, f"call_{turn}_{k}"))
+        calls.append(ToolCall(call.function.name, args, raw, call_id(turn, k)))
     return calls, errors
 
 
@@ -197,7 +201,7 @@ def _chat_turn(ep: _ChatEpisode, turn: int, response: Any) -> bool:
         ep.stop = StopReason.MAX_NEW_TOKENS
         return False
     text_calls, text_errors = parse_tool_calls(text, turn_index=turn)
-    api_calls, api_errors = _tool_calls(reply, turn, first=len(text_calls))
+    api_calls, api_errors = _tool_calls(reply, turn, first=len(text_calls) + len(text_errors))
     action = Action(
         text, tuple(text_calls) + tuple(api_calls), tuple(text_errors) + tuple(api_errors)
     )

@@ -38,10 +38,13 @@ the text after ``<tool_call>`` up to the first ``</tool_call>`` of its block, or
 block) and parsing continues with the next block. Errors are data for the policy to read,
 never exceptions.
 
-Ids: accepted calls get ``raw`` = the exact JSON text and ``id = f"call_{turn_index}_{k}"``,
-where ``k`` is the position of the call's block among all the ``<tool_call>`` blocks of the
-message, accepted or rejected, from 0. A rejected block's ``k`` is thus missing from the
-accepted ids, and :func:`in_call_order` puts calls and errors back in message order.
+Ids: accepted calls get ``raw`` = the exact JSON text and ``id = call_id(turn_index, k)``
+(``call_<turn>_<k>``), where ``k`` is the position of the call's block among all the
+``<tool_call>`` blocks of the message, accepted or rejected, from 0. A rejected block's ``k`` is
+thus missing from the accepted ids, and :func:`in_call_order` puts calls and errors back in
+message order. :func:`call_id` is the one id scheme of the project: a caller that adds calls of
+its own to a message (the structured tool calls of a chat-completions reply) numbers them on
+from the message's last block, so that no two calls or errors of a turn share an id.
 """
 
 from __future__ import annotations
@@ -54,13 +57,18 @@ from typing import Any
 
 from agentic_rl.types import ToolCall, ToolCallError, valid_text
 
-__all__ = ["parse_tool_calls", "in_call_order", "OPEN_TAG", "CLOSE_TAG"]
+__all__ = ["parse_tool_calls", "in_call_order", "call_id", "OPEN_TAG", "CLOSE_TAG"]
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
 _FORMAT_HINT = f'expected {OPEN_TAG}{{"name": "...", "arguments": {{...}}}}{CLOSE_TAG}'
 _SPACE = re.compile(r"\s*")
 _CALL_ID = re.compile(r"call_(\d+)_(\d+)\Z")
+
+
+def call_id(turn_index: int, k: int) -> str:
+    """The id of the ``k``-th call (or rejected call) of turn ``turn_index``: ``call_<turn>_<k>``."""
+    return f"call_{turn_index}_{k}"
 
 
 class _BadValue(ValueError):
@@ -256,7 +264,7 @@ def parse_tool_calls(
         else:
             name, arguments, raw = parsed
             calls.append(
-                ToolCall(name=name, arguments=arguments, raw=raw, id=f"call_{turn_index}_{k}")
+                ToolCall(name=name, arguments=arguments, raw=raw, id=call_id(turn_index, k))
             )
         pos, k = nxt, k + 1
     return tuple(calls), tuple(errors)
@@ -302,5 +310,5 @@ def in_call_order(
         if slot is not None:
             out.append((slot.id, slot))
         else:
-            out.append(("" if turn is None else f"call_{turn}_{k}", next(pending)))
+            out.append(("" if turn is None else call_id(int(turn), k), next(pending)))
     return out
