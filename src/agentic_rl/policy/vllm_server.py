@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_rl.errors import AgenticRLError
+from agentic_rl.venvs import venv_python
 
 PYTHON_ENV_VAR = "AGENTIC_RL_VLLM_PYTHON"
 VENV_NAME = ".venv-vllm"
@@ -59,27 +60,21 @@ class VLLMServerError(AgenticRLError):
 def find_vllm_python(python: str | os.PathLike | None = None) -> Path:
     """The python of the vLLM virtualenv.
 
-    Order: ``python`` if given, else ``$AGENTIC_RL_VLLM_PYTHON``, else ``.venv-vllm/bin/python``
-    in the current directory or one of its parents, else in the repository holding this file.
+    Order (:mod:`agentic_rl.venvs`): ``python`` if given, else ``$AGENTIC_RL_VLLM_PYTHON``, else
+    ``.venv-vllm/bin/python`` in the project root (the source checkout holding this package);
+    never the working directory or its parents.
 
     Raises:
         VLLMServerError: none of these exists (the message says how to install it).
     """
-    if python is None:
-        python = os.environ.get(PYTHON_ENV_VAR) or None
-    if python is not None:
-        path = Path(python).expanduser()
-        if not path.is_file():
-            raise VLLMServerError(f"vLLM python not found: {path}")
+    path, why = venv_python(python, PYTHON_ENV_VAR, VENV_NAME)
+    if path is not None:
         return path
-    roots = [Path.cwd(), *Path.cwd().parents, *Path(__file__).resolve().parents]
-    for root in roots:
-        candidate = root / VENV_NAME / "bin" / "python"
-        if candidate.is_file():
-            return candidate
+    if python or os.environ.get(PYTHON_ENV_VAR):
+        raise VLLMServerError(f"vLLM python not found: {why}")
     raise VLLMServerError(
-        f"no vLLM virtualenv found ({VENV_NAME}/bin/python in the working directory or the "
-        f"repository, or ${PYTHON_ENV_VAR}); build it with `make install-vllm`"
+        f"no vLLM virtualenv found ({why}); build it with `make install-vllm` in the project "
+        f"checkout, or set ${PYTHON_ENV_VAR} to its python"
     )
 
 

@@ -17,8 +17,8 @@ Why a separate environment
     :func:`close_bridges`, or by a finalizer.
 Which Python
     ``python=`` if given, else ``$AGENTIC_RL_VERIFIERS_PYTHON``, else
-    ``.venv-verifiers/bin/python`` in the working directory, one of its parents, or the
-    repository holding this file.
+    ``.venv-verifiers/bin/python`` in the project root (the source checkout holding this
+    package; never the working directory or its parents: :mod:`agentic_rl.venvs`).
 Supported tasksets
     Single-turn ones: the plain ``SingleAgentEnv`` and no toolsets, which is what verifiers'
     own chat harness does with a tool-less taskset (one model call, then scoring). A taskset
@@ -69,6 +69,7 @@ from agentic_rl.errors import AgenticRLError, EnvUnavailableError, UnknownEnvErr
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
 from agentic_rl.rewards.components import generated_tokens
 from agentic_rl.types import Action, Message, Observation, Trajectory
+from agentic_rl.venvs import venv_python
 
 __all__ = [
     "VERIFIERS_PATTERN",
@@ -99,19 +100,14 @@ def find_verifiers_python(python: str | os.PathLike | None = None) -> Path:
     Raises:
         EnvUnavailableError: none exists (the message says how to build it).
     """
-    python = python or os.environ.get(PYTHON_ENV_VAR) or None
-    if python is not None:
-        path = Path(python).expanduser()
-        if not path.is_file():
-            raise EnvUnavailableError(f"verifiers python not found: {path}")
+    path, why = venv_python(python, PYTHON_ENV_VAR, VENV_NAME)
+    if path is not None:
         return path
-    for root in [Path.cwd(), *Path.cwd().parents, *Path(__file__).resolve().parents]:
-        candidate = root / VENV_NAME / "bin" / "python"
-        if candidate.is_file():
-            return candidate
+    if python or os.environ.get(PYTHON_ENV_VAR):
+        raise EnvUnavailableError(f"verifiers python not found: {why}")
     raise EnvUnavailableError(
-        f"verifiers/* envs need verifiers in its own virtualenv ({VENV_NAME}/bin/python in the "
-        f"working directory or the repository, or ${PYTHON_ENV_VAR}); build it with `{INSTALL}`"
+        f"verifiers/* envs need verifiers in its own virtualenv ({why}); build it with "
+        f"`{INSTALL}` in the project checkout, or set ${PYTHON_ENV_VAR} to its python"
     )
 
 
