@@ -5,12 +5,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint install install-test install-vllm install-verifiers clean
+.PHONY: demo test lint install install-test install-test-deps install-vllm install-verifiers clean
 
 demo: install
 	$(BIN)/agentic-rl train $(ARGS)
 
-test: install-test
+# installs what the suite needs first (install-test-deps); pytest ends with a summary of the skips
+test: install-test-deps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # ruff lint + format check (config in pyproject [tool.ruff]) and the line budgets of src/
@@ -38,6 +39,13 @@ $(VENV)/.installed: pyproject.toml
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
+
+# everything else the suite uses, where this machine allows it (Debian packages when root, the
+# extras, the verifiers and vLLM virtualenvs): scripts/install_test_deps.sh, which .ci/run also
+# calls; quick when done. TEST_DEPS_SKIP="vllm" (words: apt extras verifiers vllm) leaves steps out.
+install-test-deps: install-test
+	VENV=$(VENV) VLLM_VENV=$(VLLM_VENV) VERIFIERS_VENV=$(VERIFIERS_VENV) PYTHON=$(PYTHON) MAKE="$(MAKE)" \
+		scripts/install_test_deps.sh
 
 # vLLM's CPU build in its own virtualenv (it needs transformers<5.20; the project pins a newer
 # one). The trainer starts its server with .venv-vllm/bin/python (policy/vllm_server.py).
