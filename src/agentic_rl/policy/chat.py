@@ -28,8 +28,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from agentic_rl.tools.definition.formats import TOOL_FORMATS, ToolFormat, convert_hermes_reply
 from agentic_rl.types import Message
 
 IM_START = "<|im_start|>"
@@ -47,9 +49,14 @@ class ChatFormat:
 
     Attributes:
         tokenizer: a HF tokenizer whose vocabulary has ``<|im_start|>``/``<|im_end|>``.
+        tool_format: how replies write tool calls (default Hermes ``<tool_call>``, the format the
+            env prompts teach; :mod:`agentic_rl.tools.definition.formats`).
     """
 
     tokenizer: object
+    tool_format: ToolFormat = field(default_factory=lambda: TOOL_FORMATS["hermes"])
+    #: ChatML has no reasoning markers of its own (a thinking model's template: chat_template.py)
+    reasoning_markers = None
 
     @property
     def eos_token_id(self) -> int:
@@ -110,9 +117,28 @@ class ChatFormat:
         """``<|im_start|>{role}\\n{content}<|im_end|>\\n`` with special-token text neutralised."""
         return f"{IM_START}{message.role}\n{_sanitize(message.content)}{IM_END}\n"
 
-    def render_prompt(self, messages: Sequence[Message]) -> str:
-        """Text of the first context: all messages, then the assistant header."""
+    def render_prompt(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()
+    ) -> str:
+        """Text of the first context: all messages, then the assistant header (``tools`` are
+        ignored: the env's system prompt lists them)."""
         return "".join(self.render_message(m) for m in messages) + f"{IM_START}assistant\n"
+
+    def next_context(
+        self,
+        conversation: Sequence[Message],
+        segment_text: str,
+        tools: Sequence[dict[str, Any]] = (),
+    ) -> str:
+        """The span after a reply: :meth:`render_continuation` of the messages after the last
+        assistant message of ``conversation`` (ChatML never rewrites history, so never None;
+        same interface as :meth:`~agentic_rl.policy.chat_template.TemplateChatFormat.next_context`)."""
+        k = len(conversation)
+        while k and conversation[k - 1].role != "assistant":
+            k -= 1
+        return self.render_continuation(
+            conversation[k:], reply_closed=segment_text.endswith(IM_END)
+        )
 
     def render_continuation(self, messages: Sequence[Message], *, reply_closed: bool) -> str:
         """Text appended after a sampled reply: close the turn, the env messages, the next header.
@@ -125,5 +151,20 @@ class ChatFormat:
         return head + self.render_prompt(messages)
 
     def render_assistant_reply(self, text: str) -> str:
-        """Text of a scripted (demonstration) reply including its end-of-turn token."""
-        return f"{text}{IM_END}"
+        """Text of a scripted (demonstration) reply including its end-of-turn token (Hermes calls
+        rewritten in :attr:`tool_format`)."""
+        return f"{convert_hermes_reply(text, self.tool_format)}{IM_END}"
+
+    @property
+    def end_of_turn(self) -> str:
+        """The text of the end-of-turn token."""
+        return IM_END
+
+    def parse_tool_calls(self, text: str, turn_index: int = 0):
+        """The tool calls of a reply, parsed in :attr:`tool_format` (``(calls, errors)``)."""
+        return self.tool_format.parse(text, turn_index)
+
+    @staticmethod
+    def split_reasoning(text: str) -> tuple[str, str]:
+        """``("", text)``: ChatML replies carry no reasoning markers of the template's."""
+        return "", text

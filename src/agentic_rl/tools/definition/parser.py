@@ -172,13 +172,14 @@ def _arguments(obj: dict[str, Any]) -> dict[str, Any] | str:
     return value
 
 
-def _check(obj: Any) -> tuple[str, dict[str, Any]] | str:
-    """``(name, arguments)`` from a decoded call object, or an error message."""
+def _check(obj: Any, hint: str = _FORMAT_HINT) -> tuple[str, dict[str, Any]] | str:
+    """``(name, arguments)`` from a decoded call object, or an error message (``hint``: the
+    format's expected syntax, quoted in the message)."""
     if not isinstance(obj, dict):
-        return f"the tool call must be a JSON object, got {type(obj).__name__}; {_FORMAT_HINT}"
+        return f"the tool call must be a JSON object, got {type(obj).__name__}; {hint}"
     name = obj.get("name")
     if name is None:
-        return f'the tool call has no "name"; {_FORMAT_HINT}'
+        return f'the tool call has no "name"; {hint}'
     if not isinstance(name, str) or not name.strip():
         got = repr(name) if isinstance(name, str) else type(name).__name__
         return f'"name" must be a non-empty string, got {got}'
@@ -188,17 +189,26 @@ def _check(obj: Any) -> tuple[str, dict[str, Any]] | str:
     return name, arguments
 
 
-def _decode_error(block: str, start: int, exc: Exception, reopened: bool) -> str:
-    """The message of a block whose JSON did not decode."""
-    if start >= len(block) or block.startswith(CLOSE_TAG, start):
-        return f"empty tool call; {_FORMAT_HINT}"
+def _decode_error_text(exc: Exception, start: int, hint: str) -> str:
+    """The message of JSON that did not decode at ``start`` (any format; ``hint``: its syntax)."""
     if isinstance(exc, RecursionError):
         return "invalid JSON (nested too deeply)"
     if isinstance(exc, _BadValue):
         return f"invalid tool call: {exc}"
     assert isinstance(exc, json.JSONDecodeError)
-    message = f"invalid JSON ({exc.msg} at character {exc.pos - start}); {_FORMAT_HINT}"
-    if reopened and (exc.pos >= len(block) or exc.msg.startswith("Unterminated string")):
+    return f"invalid JSON ({exc.msg} at character {exc.pos - start}); {hint}"
+
+
+def _decode_error(block: str, start: int, exc: Exception, reopened: bool) -> str:
+    """The message of a block whose JSON did not decode."""
+    if start >= len(block) or block.startswith(CLOSE_TAG, start):
+        return f"empty tool call; {_FORMAT_HINT}"
+    message = _decode_error_text(exc, start, _FORMAT_HINT)
+    if (
+        reopened
+        and isinstance(exc, json.JSONDecodeError)
+        and (exc.pos >= len(block) or exc.msg.startswith("Unterminated string"))
+    ):
         message += f"; a new {OPEN_TAG} began before this call's JSON ended"
     return message
 

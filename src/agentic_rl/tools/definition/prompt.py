@@ -32,7 +32,13 @@ from typing import Any
 
 from agentic_rl.tools.definition.parser import CLOSE_TAG, OPEN_TAG
 
-__all__ = ["render_tool_system_prompt", "TOOL_PROMPT_STYLES", "TOOLS_HEADER", "tool_signature"]
+__all__ = [
+    "render_tool_system_prompt",
+    "split_tool_system_prompt",
+    "TOOL_PROMPT_STYLES",
+    "TOOLS_HEADER",
+    "tool_signature",
+]
 
 TOOLS_HEADER = f'Tools (call one with {OPEN_TAG}{{"name": NAME, "arguments": {{...}}}}{CLOSE_TAG}):'
 
@@ -74,7 +80,10 @@ def tool_signature(schema: dict[str, Any]) -> str:
 
 
 def render_tool_system_prompt(
-    instructions: str, tools: Sequence[dict[str, Any]], style: str = "json"
+    instructions: str,
+    tools: Sequence[dict[str, Any]],
+    style: str = "json",
+    header: str = TOOLS_HEADER,
 ) -> str:
     """Append the tool schemas to ``instructions`` in the format of the module docstring.
 
@@ -83,6 +92,8 @@ def render_tool_system_prompt(
         tools: tool schemas as returned by ``Tool.schema()``.
         style: ``"json"`` (each schema as one JSON line) or ``"signature"`` (a typed signature
             and the description per tool).
+        header: the line before the list (another tool-call format's syntax:
+            :meth:`~agentic_rl.tools.definition.formats.ToolFormat.tools_header`).
 
     Returns:
         ``instructions`` unchanged when ``tools`` is empty, else the rendered prompt.
@@ -104,4 +115,24 @@ def render_tool_system_prompt(
             lines.append(tool_signature(schema))
         else:
             lines.append(json.dumps(schema, ensure_ascii=False))
-    return f"{instructions}\n\n{TOOLS_HEADER}\n" + "\n".join(lines)
+    return f"{instructions}\n\n{header}\n" + "\n".join(lines)
+
+
+def split_tool_system_prompt(
+    content: str, tools: Sequence[dict[str, Any]]
+) -> tuple[str, str] | None:
+    """``(instructions, style)`` of a system prompt that :func:`render_tool_system_prompt` wrote
+    for ``tools`` (either style, the default header), or None when ``content`` is not exactly
+    such a prompt (an env that wrote its own tool prompt, or no tools). The inverse lets a chat
+    format show the tools its own way (a template's ``tools`` block, another call syntax).
+    Never raises for dict schemas; non-dict schemas give None."""
+    if not tools or not all(isinstance(t, dict) for t in tools):
+        return None
+    at = content.rfind(f"\n\n{TOOLS_HEADER}\n")
+    if at == -1:
+        return None
+    instructions = content[:at]
+    for style in TOOL_PROMPT_STYLES:
+        if render_tool_system_prompt(instructions, tools, style) == content:
+            return instructions, style
+    return None
