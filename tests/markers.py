@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from agentic_rl.tools.sandbox.bwrap import bwrap_available
+from agentic_rl.tools.sandbox.bwrap import bwrap_unavailable_reason
 
-#: tests that run tools in the bubblewrap sandbox; skipped where bwrap is missing (CI installs it)
-needs_bwrap = pytest.mark.skipif(
-    shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
-)
+#: why the sandbox tests skip here: bwrap not installed (`make test` installs it as root) or unable
+#: to create namespaces, with what to do; the empty string where the sandbox works
+BWRAP_SKIP_REASON = bwrap_unavailable_reason() or ""
+
+#: tests that run tools in the bubblewrap sandbox; skipped where it cannot run, with the reason
+needs_bwrap = pytest.mark.skipif(bool(BWRAP_SKIP_REASON), reason=BWRAP_SKIP_REASON)
 
 #: built-in envs whose tools run in the sandbox
 SANDBOXED_ENVS = {"code-repair-v0"}

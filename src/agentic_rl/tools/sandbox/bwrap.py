@@ -239,6 +239,12 @@ def bwrap_available() -> bool:
     return _probe_bwrap() is None
 
 
+def bwrap_unavailable_reason() -> str | None:
+    """Why the sandbox cannot run here (bwrap not installed, or unable to create namespaces, with
+    what to do), or None when it can. Probed once per process. Never raises."""
+    return _probe_bwrap()
+
+
 def _own_process_count() -> int:
     uid, count = os.getuid(), 0
     for entry in os.scandir("/proc"):
