@@ -19,6 +19,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 
+from tests.skip_summary import pytest_terminal_summary  # noqa: E402, F401  (the run's skip summary)
 from tests.tiny_models import save_random_llama  # noqa: E402
 
 

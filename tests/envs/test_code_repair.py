@@ -31,10 +31,9 @@ from agentic_rl.tools import parse_tool_calls
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 from agentic_rl.types import Action, Message, StopReason, Trajectory, Turn
+from tests.markers import BWRAP_SKIP_REASON
 
-pytestmark = pytest.mark.skipif(
-    not bwrap_available(), reason="needs bubblewrap (apt-get install bubblewrap)"
-)
+pytestmark = pytest.mark.skipif(not bwrap_available(), reason=BWRAP_SKIP_REASON)
 
 
 def _action(text: str, turn: int = 0) -> Action:

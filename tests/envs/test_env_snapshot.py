@@ -12,6 +12,7 @@ from agentic_rl.envs.calculator.env import CalculatorEnv, CalculatorSnapshot
 from agentic_rl.envs.checker import EnvCheckError, check_env
 from agentic_rl.tools.sandbox.bwrap import bwrap_available
 from agentic_rl.types import Action, StopReason, ToolCall, Trajectory, Turn
+from tests.markers import BWRAP_SKIP_REASON
 
 CALL = Action("", tool_calls=(ToolCall("calculator", {"expression": "6 * 7"}, id="call_0_0"),))
 
@@ -71,7 +72,7 @@ def test_default_snapshot_names_the_env():
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
+    reason=BWRAP_SKIP_REASON,
 )
 
 

@@ -34,7 +34,7 @@ from tests.browser_helpers import assert_nothing_left_after_sigkill, wait_gone  
 try:
     find_browser()
 except BrowserUnavailableError as exc:
-    pytest.skip(f"{exc} (.ci/run installs them)", allow_module_level=True)
+    pytest.skip(f"{exc} (`make test` installs them when run as root)", allow_module_level=True)
 
 TASKS = miniwob_task_names()
 

@@ -25,7 +25,10 @@ import pytest
 try:
     import openenv.core.generic_client  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the extra
-    pytest.skip(f"openenv-core is not installed: {exc}", allow_module_level=True)
+    pytest.skip(
+        f"openenv-core is not installed ({exc}): pip install -e '.[openenv]' (`make test` does)",
+        allow_module_level=True,
+    )
 
 from gymnasium.utils.env_checker import check_env as gym_check_env
 

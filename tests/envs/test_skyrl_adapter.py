@@ -15,7 +15,10 @@ import pytest
 try:
     import skyrl_gym  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the extra
-    pytest.skip(f"skyrl-gym is not installed: {exc}", allow_module_level=True)
+    pytest.skip(
+        f"skyrl-gym is not installed ({exc}): pip install -e '.[skyrl]' (`make test` does)",
+        allow_module_level=True,
+    )
 
 from gymnasium.utils.env_checker import check_env as gym_check_env
 

@@ -21,6 +21,7 @@ from agentic_rl.rollout.rollback import (
 )
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.types import Message, Observation, StopReason
+from tests.markers import BWRAP_SKIP_REASON
 from tests.tools.python_env import PythonScratchEnv
 
 CONFIG = RolloutConfig(max_turns=5, max_new_tokens=64, max_total_tokens=4096)
@@ -159,7 +160,7 @@ def test_envs_without_snapshots_say_so(chat):
 
 
 @pytest.mark.skipif(
-    shutil.which("bwrap") is None or not bwrap_available(), reason="bubblewrap missing or unusable"
+    shutil.which("bwrap") is None or not bwrap_available(), reason=BWRAP_SKIP_REASON
 )
 @pytest.mark.parametrize("mode", ["snapshots", "replay"])
 def test_rollback_of_a_sandboxed_episode(chat, mode):

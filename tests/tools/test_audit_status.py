@@ -18,10 +18,11 @@ from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 from agentic_rl.types import ToolCall
+from tests.markers import BWRAP_SKIP_REASON
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
+    reason=BWRAP_SKIP_REASON,
 )
 
 ALLOW = PermissionPolicy.from_dict({"tools": {"python": {"mode": "allow"}}})

@@ -37,7 +37,7 @@ from tests.browser_helpers import assert_nothing_left_after_sigkill, wait_gone  
 try:
     find_browser()
 except BrowserUnavailableError as exc:
-    pytest.skip(f"{exc} (.ci/run installs them)", allow_module_level=True)
+    pytest.skip(f"{exc} (`make test` installs them when run as root)", allow_module_level=True)
 
 
 @pytest.fixture(autouse=True)

@@ -19,11 +19,12 @@ from agentic_rl.tools.governance.risk_detector import SandboxRiskDetector, limit
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.tools.sandbox.python_tool import ExecResult
 from agentic_rl.types import StopReason, ToolCall
+from tests.markers import BWRAP_SKIP_REASON
 from tests.tools.python_env import PythonScratchEnv
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
+    reason=BWRAP_SKIP_REASON,
 )
 
 
@@ -92,7 +93,7 @@ def box():
     from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 
     if shutil.which("bwrap") is None or not bwrap_available():
-        pytest.skip("bubblewrap missing or unusable")
+        pytest.skip(BWRAP_SKIP_REASON)
     sandbox = EpisodeSandbox(SandboxConfig(timeout_s=1.0, max_output_chars=100))
     yield sandbox
     sandbox.close()

@@ -14,17 +14,18 @@ from agentic_rl.tools.sandbox.bwrap import SandboxConfig, SandboxUnavailableErro
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 from agentic_rl.tools.sandbox.python_tool import ExecResult
 from agentic_rl.types import ToolCall
+from tests.markers import BWRAP_SKIP_REASON
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
+    reason=BWRAP_SKIP_REASON,
 )
 
 
 @pytest.fixture(scope="module")
 def box():
     if shutil.which("bwrap") is None or not bwrap_available():
-        pytest.skip("bubblewrap missing or unusable")
+        pytest.skip(BWRAP_SKIP_REASON)
     with EpisodeSandbox(SandboxConfig(timeout_s=3.0)) as b:
         yield b
 
@@ -145,7 +146,7 @@ def test_config_validation_and_result_flags():
     assert not ExecResult(timed_out=True).ok and ExecResult(exit_status=0).ok
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason=BWRAP_SKIP_REASON)
 def test_private_tmp_is_mounted_before_the_python_prefixes(tmp_path):
     """A venv under the host's /tmp (e.g. a CI checkout) must stay visible inside the sandbox."""
     import sys

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available, sandbox_command
+from tests.markers import BWRAP_SKIP_REASON
 
 
 def test_relative_hidden_path_rejected():
@@ -17,7 +18,7 @@ def test_relative_hidden_path_rejected():
     assert SandboxConfig(hidden_paths=["/abs"]).hidden_paths == ("/abs",)  # a list becomes a tuple
 
 
-@pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap")
+@pytest.mark.skipif(not bwrap_available(), reason=BWRAP_SKIP_REASON)
 def test_hidden_directory_is_covered_after_the_prefix_mounts(tmp_path):
     secret = tmp_path / "secret"
     secret.mkdir()

@@ -15,10 +15,11 @@ import pytest
 
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox
+from tests.markers import BWRAP_SKIP_REASON
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
+    reason=BWRAP_SKIP_REASON,
 )
 
 CAP = 1000

@@ -11,10 +11,11 @@ import pytest
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 from agentic_rl.tools.sandbox.seccomp import user_namespace_filter
+from tests.markers import BWRAP_SKIP_REASON
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
+    reason=BWRAP_SKIP_REASON,
 )
 
 

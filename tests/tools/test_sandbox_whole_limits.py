@@ -12,10 +12,11 @@ from agentic_rl.tools.sandbox.bwrap import SandboxConfig, SandboxUnavailableErro
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 from agentic_rl.tools.sandbox.limits import cgroup_problem
 from agentic_rl.tools.sandbox.workspace import WorkspaceError, write_file
+from tests.markers import BWRAP_SKIP_REASON
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
+    reason=BWRAP_SKIP_REASON,
 )
 
 _FILL = """

@@ -14,11 +14,12 @@ from agentic_rl.rollout.engine import RolloutConfig
 from agentic_rl.tools.governance.audit import AuditLog
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.types import StopReason
+from tests.markers import BWRAP_SKIP_REASON
 from tests.tools.python_env import PythonScratchEnv
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
+    reason=BWRAP_SKIP_REASON,
 )
 CONFIG = RolloutConfig(max_turns=5, max_new_tokens=96, max_total_tokens=4096)
 

@@ -17,10 +17,11 @@ from agentic_rl.tools.sandbox.snapshot import (
     WorkspaceImage,
 )
 from agentic_rl.types import Action, ToolCall
+from tests.markers import BWRAP_SKIP_REASON
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
+    reason=BWRAP_SKIP_REASON,
 )
 
 
@@ -97,7 +98,7 @@ def test_image_restores_read_only_directories(tmp_path):
 @pytest.fixture
 def box():
     if shutil.which("bwrap") is None or not bwrap_available():
-        pytest.skip("bubblewrap missing or unusable")
+        pytest.skip(BWRAP_SKIP_REASON)
     sandbox = EpisodeSandbox(SandboxConfig(timeout_s=3.0))
     yield sandbox
     sandbox.close()

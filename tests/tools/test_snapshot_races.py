@@ -18,10 +18,11 @@ import pytest
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox, find_processes
 from agentic_rl.tools.sandbox.snapshot import RecordedCall, SandboxSnapshot, WorkspaceImage
+from tests.markers import BWRAP_SKIP_REASON
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
+    reason=BWRAP_SKIP_REASON,
 )
 
 # a background process that swaps the directory 'd' with a symlink to TARGET (each held ~0.3 ms)

@@ -13,6 +13,7 @@ from agentic_rl.cli.main import env_overrides, main
 from agentic_rl.config import load_config
 from agentic_rl.tools.sandbox.bwrap import bwrap_available
 from agentic_rl.trainer.run_dir import MetricsLog
+from tests.markers import BWRAP_SKIP_REASON
 from tests.recipe_settings import TWO_STEP_SMOKE
 
 SMOKE = list(TWO_STEP_SMOKE)
@@ -38,7 +39,7 @@ def test_env_budgets_fit_the_oracles():
         pytest.param(
             "code-repair-v0",
             "hidden_tests_pass",
-            marks=pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap"),
+            marks=pytest.mark.skipif(not bwrap_available(), reason=BWRAP_SKIP_REASON),
         ),
         ("search-qa-v0", "exact_match"),
         ("research-report-v0", "coverage"),

@@ -19,7 +19,10 @@ DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 def browser():
     webdriver = pytest.importorskip("selenium.webdriver")
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        pytest.skip("Debian chromium/chromium-driver not installed (.ci/run installs them)")
+        pytest.skip(
+            "Debian chromium/chromium-driver not installed: apt-get install chromium chromium-driver "
+            "(`make test` installs them when run as root)"
+        )
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()

@@ -10,6 +10,10 @@ from agentic_rl.envs.games.textworld_env import TextWorldEnv, clean_feedback
 from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.types import Action
 
+NO_TEXTWORLD = (
+    "the 'textworld' extra is not installed: pip install -e '.[textworld]' (`make test` does)"
+)
+
 BANNER = r"""
                     ________  ________  __    __  ________
                    |        \|        \|  \  |  \|        \
@@ -44,14 +48,14 @@ def test_missing_package_is_a_clear_error(monkeypatch):
 
 
 def test_bad_sizes():
-    pytest.importorskip("textworld")
+    pytest.importorskip("textworld", reason=NO_TEXTWORLD)
     with pytest.raises(ValueError, match="must be >= 1"):
         TextWorldEnv(quest_length=0)
 
 
 @pytest.fixture(scope="module")
 def games_dir(tmp_path_factory):
-    pytest.importorskip("textworld")
+    pytest.importorskip("textworld", reason=NO_TEXTWORLD)
     return tmp_path_factory.mktemp("tw-games")
 
 
