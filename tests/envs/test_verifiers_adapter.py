@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -151,3 +153,56 @@ def test_train_two_rl_steps_on_verifiers(tiny_model_dir, tmp_path):
     assert [r["rl_step"] for r in rl] == [1, 2]
     for r in rl:
         assert r["rollout/failed"] == 0.0 and "rollout/reward/vf_correct" in r
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_scorer_that_hangs_fails_its_episode_and_the_taskset_goes_on():
+    """Issue 39 item 20: vf_hang's scorer blocks for an hour on the reply "hang". Before, the
+    request had no deadline: env.step, and every env of the taskset (one shared bridge and
+    lock), blocked for good. Now the step fails after its timeout, the bridge is killed, and
+    an env of the same taskset waiting on the lock gets a fresh bridge."""
+    env = make("verifiers/vf_hang-v0", timeout_s=2.0)
+    other = make("verifiers/vf_hang-v0")  # the same bridge, the default timeout
+    env.reset(seed=1)
+    stuck_pid = env.bridge.process.pid
+    failures: list[Exception] = []
+
+    def hang() -> None:
+        try:
+            env.step(Action("hang"))
+        except VerifiersError as exc:
+            failures.append(exc)
+
+    started = time.monotonic()
+    thread = threading.Thread(target=hang)
+    thread.start()
+    time.sleep(0.5)  # the hanging request holds the bridge
+    _, info = other.reset(seed=2)  # waits for it, then starts a fresh bridge
+    thread.join(timeout=60)
+    assert not thread.is_alive() and time.monotonic() - started < 60
+    (failure,) = failures
+    assert "no answer before the deadline" in str(failure) and "'score'" in str(failure)
+    assert info == {"verifiers_task": "echo-2"} and _gone(stuck_pid)
+    assert other.bridge.process.pid != stuck_pid and other.bridge.restarts == 1
+    assert other.step(Action("2"))[1] == 1.0
+
+
+def test_a_taskset_writing_to_stdout_cannot_answer_for_the_bridge():
+    """Issue 39 item 20: vf_stray's scorer writes answer-shaped lines ("reward 1.0", for the
+    next ids) to descriptor 1 with os.write, from a subprocess and with print. Before, the
+    first was read as the answer: a wrong reply scored 1.0 and later answers came a request
+    late. The protocol now has pipes of its own; descriptor 1 is the bridge's log."""
+    env = make("verifiers/vf_stray-v0")
+    env.reset(seed=1)
+    assert env.step(Action("2"))[1] == 0.0  # wrong, and scored so
+    _, info = env.reset(seed=3)
+    assert info == {"verifiers_task": "say-3"}  # in step
+    assert env.step(Action("3"))[1] == 1.0
+    assert '"reward": 1.0' in env.bridge.stderr_tail() and env.bridge.restarts == 0

@@ -11,10 +11,11 @@ Why a separate environment
     openai 3.57 and its mcp extra fastmcp 4.1.6 (which needs a newer mcp). The two cannot
     share one environment, so ``make install-verifiers`` builds ``.venv-verifiers`` and the
     adapter talks to :mod:`agentic_rl.envs.adapters.verifiers_bridge`, run there by that
-    environment's Python, over JSON lines on stdin/stdout. This module never imports
-    verifiers. The bridge process starts on the first use, is shared by the envs of one
-    taskset in this process (it is stateless between requests), and is stopped at exit, by
-    :func:`close_bridges`, or by a finalizer.
+    environment's Python, over JSON lines on a pair of pipes of their own (not stdin/stdout),
+    each request with an id and a deadline (:mod:`agentic_rl.envs.adapters.verifiers_client`).
+    This module never imports verifiers. The bridge process starts on the first use, is shared
+    by the envs of one taskset in this process (it is stateless between requests), and is
+    stopped at exit, by :func:`close_bridges`, or by a finalizer.
 Which Python
     ``python=`` if given, else ``$AGENTIC_RL_VERIFIERS_PYTHON``, else
     ``.venv-verifiers/bin/python`` in the project root (the source checkout holding this
@@ -40,7 +41,9 @@ Reward
 Errors
     Loud, never a silent 0: a bridge that does not start or a taskset that does not load
     raises :class:`~agentic_rl.errors.EnvUnavailableError`; a scoring function that raises
-    raises :class:`VerifiersError` (the rollout engine marks that episode ``StopReason.ERROR``).
+    raises :class:`VerifiersError` (the rollout engine marks that episode ``StopReason.ERROR``),
+    and so does a request that gets no answer within ``timeout_s`` (a scorer that hangs) or
+    an answer out of step: the bridge is killed and the next request starts a fresh one.
 Oracle
     verifiers defines none; by the common dataset convention, the task data's ``answer`` field
     is the oracle's reply. A taskset without it has no oracle: the ``train`` shortcut turns the
@@ -51,27 +54,28 @@ Snapshots
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import json
-import os
+import math
 import re
-import subprocess
-import tempfile
-import threading
-import weakref
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from agentic_rl.envs.adapters.verifiers_client import (
+    DEFAULT_TIMEOUT_S,
+    PYTHON_ENV_VAR,
+    VerifiersBridge,
+    VerifiersError,
+    bridge_for,
+    close_bridges,
+    find_verifiers_python,
+)
 from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
-from agentic_rl.errors import AgenticRLError, EnvUnavailableError, UnknownEnvError
+from agentic_rl.errors import UnknownEnvError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
 from agentic_rl.rewards.components import generated_tokens
 from agentic_rl.types import Action, Message, Observation, Trajectory
-from agentic_rl.venvs import venv_python
 
 __all__ = [
+    "PYTHON_ENV_VAR",
     "VERIFIERS_PATTERN",
     "VerifiersBridge",
     "VerifiersEnv",
@@ -84,147 +88,6 @@ __all__ = [
 VERIFIERS_PATTERN = "verifiers/<taskset>-v0"
 VERIFIERS_PREFIX = "verifiers/"
 _VERIFIERS_ID = re.compile(r"^verifiers/([A-Za-z_][A-Za-z0-9_.]*)-v(\d+)$")
-PYTHON_ENV_VAR = "AGENTIC_RL_VERIFIERS_PYTHON"
-VENV_NAME = ".venv-verifiers"
-INSTALL = "make install-verifiers"
-BRIDGE = Path(__file__).with_name("verifiers_bridge.py")
-
-
-class VerifiersError(AgenticRLError, RuntimeError):
-    """verifiers answered a request with an error (a scoring function raised, a bad task)."""
-
-
-def find_verifiers_python(python: str | os.PathLike | None = None) -> Path:
-    """The Python of the verifiers virtualenv (order in the module docstring).
-
-    Raises:
-        EnvUnavailableError: none exists (the message says how to build it).
-    """
-    path, why = venv_python(python, PYTHON_ENV_VAR, VENV_NAME)
-    if path is not None:
-        return path
-    if python or os.environ.get(PYTHON_ENV_VAR):
-        raise EnvUnavailableError(f"verifiers python not found: {why}")
-    raise EnvUnavailableError(
-        f"verifiers/* envs need verifiers in its own virtualenv ({why}); build it with "
-        f"`{INSTALL}` in the project checkout, or set ${PYTHON_ENV_VAR} to its python"
-    )
-
-
-def _stop(process: subprocess.Popen[str], stderr: Any) -> None:
-    """Close the bridge's stdin (it exits at EOF); kill it after 10 s; close its files. Never raises."""
-    if process.poll() is None:
-        with contextlib.suppress(OSError):
-            process.stdin.close()  # type: ignore[union-attr]
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    for pipe in (process.stdin, process.stdout, stderr):
-        with contextlib.suppress(OSError):
-            pipe.close()  # type: ignore[union-attr]
-
-
-class VerifiersBridge:
-    """One bridge process for one taskset (module docstring); requests are serialised by a lock.
-
-    Args:
-        taskset: the verifiers taskset id.
-        python: the verifiers virtualenv's Python (:func:`find_verifiers_python`).
-        config: fields of the taskset's ``TasksetConfig`` (besides ``id``).
-
-    Raises:
-        EnvUnavailableError: no verifiers Python, or the taskset did not load (with the reason).
-    """
-
-    def __init__(self, taskset: str, python: Path, config: dict[str, Any] | None = None):
-        self.taskset = taskset
-        self._stderr = tempfile.TemporaryFile()  # verifiers' own output, quoted if the bridge dies
-        self.process = subprocess.Popen(
-            # -P: the script's folder (which holds this module, verifiers.py) is not on sys.path
-            [str(python), "-P", str(BRIDGE)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            bufsize=1,
-        )
-        self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _stop, self.process, self._stderr)
-        try:
-            loaded = self.request({"op": "load", "taskset": taskset, "config": config or {}})
-        except VerifiersError as exc:
-            self.close()
-            raise EnvUnavailableError(
-                f"verifiers taskset {taskset!r} did not load: {exc}"
-            ) from None
-        self.num_tasks: int | None = loaded["num_tasks"]
-        self.reward_names: list[str] = list(loaded["rewards"])
-
-    def request(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Send one request and return its answer.
-
-        Raises:
-            VerifiersError: the answer is an error, or the bridge exited.
-        """
-        with self._lock:
-            try:
-                self.process.stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
-                self.process.stdin.flush()  # type: ignore[union-attr]
-                line = self.process.stdout.readline()  # type: ignore[union-attr]
-            except OSError as exc:
-                line, why = "", str(exc)
-            else:
-                why = f"exit code {self.process.poll()}"
-        if not line:
-            raise VerifiersError(
-                f"the verifiers bridge for {self.taskset!r} exited ({why}): {self.stderr_tail()}"
-            )
-        answer = json.loads(line)
-        if not answer.get("ok"):
-            raise VerifiersError(f"verifiers ({self.taskset}): {answer.get('error')}")
-        return answer
-
-    def stderr_tail(self, chars: int = 2000) -> str:
-        """The last ``chars`` characters of the bridge's stderr ("" once closed). Never raises."""
-        with contextlib.suppress(OSError, ValueError):
-            self._stderr.seek(0)
-            return self._stderr.read().decode("utf-8", "replace")[-chars:].strip()
-        return ""
-
-    def close(self) -> None:
-        """Stop the process (safe to call twice)."""
-        self._finalizer()
-
-
-_BRIDGES: dict[tuple[str, str], VerifiersBridge] = {}
-_BRIDGES_LOCK = threading.Lock()
-
-
-def bridge_for(taskset: str, python: str | os.PathLike | None = None) -> VerifiersBridge:
-    """The shared bridge of ``taskset`` for that Python, started on first use.
-
-    Raises:
-        EnvUnavailableError: see :class:`VerifiersBridge`.
-    """
-    path = find_verifiers_python(python)
-    key = (str(path), taskset)
-    with _BRIDGES_LOCK:
-        bridge = _BRIDGES.get(key)
-        if bridge is None or bridge.process.poll() is not None:
-            bridge = _BRIDGES[key] = VerifiersBridge(taskset, path)
-        return bridge
-
-
-@atexit.register
-def close_bridges() -> None:
-    """Stop every shared bridge process (also run at interpreter exit). Never raises."""
-    with _BRIDGES_LOCK:
-        bridges = list(_BRIDGES.values())
-        _BRIDGES.clear()
-    for bridge in bridges:
-        bridge.close()
 
 
 class VerifiersEnv(Env):
@@ -233,18 +96,25 @@ class VerifiersEnv(Env):
     Args:
         taskset: the verifiers taskset id (an importable package of the verifiers Python).
         python: the verifiers virtualenv's Python (None: :func:`find_verifiers_python`).
+        timeout_s: seconds one ``reset`` or ``step`` request may take (> 0, finite); past it
+            the bridge is killed and the call raises :class:`VerifiersError`.
 
     Raises:
         EnvUnavailableError: no verifiers Python, or the taskset did not load or is not
             single-turn (the message says why).
+        ValueError: ``timeout_s`` is not a positive finite number.
     """
 
     description = "A verifiers taskset (own virtualenv, `make install-verifiers`)"
     #: config keys the ``train --env`` shortcut sets before the user's ``--set``
     recipe_overrides: dict[str, Any] = {"rollout.max_new_tokens": 96}
 
-    def __init__(self, taskset: str, python: str | None = None):
-        self.taskset = taskset
+    def __init__(
+        self, taskset: str, python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
+    ):
+        if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < math.inf):
+            raise ValueError(f"timeout_s must be a positive finite number, got {timeout_s!r}")
+        self.taskset, self.timeout_s = taskset, float(timeout_s)
         self.bridge = bridge_for(taskset, python)
         self._seed: int | None = None
         self._answer: str | None = None
@@ -256,10 +126,10 @@ class VerifiersEnv(Env):
         """The prompt of the task of ``seed`` (random if None).
 
         Raises:
-            VerifiersError: the bridge failed to give the task.
+            VerifiersError: the bridge failed to give the task (an error, no answer in time).
         """
         seed = self.episode_seed(seed)
-        task = self.bridge.request({"op": "task", "seed": seed})
+        task = self.bridge.request({"op": "task", "seed": seed}, self.timeout_s)
         self._seed, self._answer, self._done = seed, task["answer"], False
         messages = tuple(Message(m["role"], m["content"]) for m in task["messages"])
         return Observation(messages=messages), {"verifiers_task": task["name"]}
@@ -270,14 +140,16 @@ class VerifiersEnv(Env):
         Raises:
             EpisodeNotStartedError: before ``reset``.
             EpisodeEndedError: after the episode ended.
-            VerifiersError: a verifiers scoring function raised (named in the message).
+            VerifiersError: a verifiers scoring function raised (named in the message), or
+                gave no answer within ``timeout_s`` (the bridge was killed; it restarts).
         """
         if self._seed is None:
             raise EpisodeNotStartedError("step() called before reset()")
         if self._done:
             raise EpisodeEndedError("step() called after the episode ended; call reset() first")
         self._done = True
-        scored = self.bridge.request({"op": "score", "seed": self._seed, "reply": action.text})
+        request = {"op": "score", "seed": self._seed, "reply": action.text}
+        scored = self.bridge.request(request, self.timeout_s)
         skipped = sorted(k for k, v in scored["rewards"].items() if v is None)
         if skipped:
             raise VerifiersError(f"verifiers ({self.taskset}): rewards {skipped} were not scored")
@@ -332,7 +204,8 @@ def _one_reward(name: str) -> Callable[[Trajectory], float]:
 
 
 def resolve_verifiers_id(env_id: str) -> tuple[Callable[..., Env], str]:
-    """``(factory, description)`` for a ``verifiers/<taskset>-v0`` id; the factory takes ``python``.
+    """``(factory, description)`` for a ``verifiers/<taskset>-v0`` id; the factory takes ``python`` and
+    ``timeout_s`` (env kwargs).
 
     Raises:
         UnknownEnvError: the id is not of the form ``verifiers/<taskset>-v0``.
@@ -347,8 +220,8 @@ def resolve_verifiers_id(env_id: str) -> tuple[Callable[..., Env], str]:
     taskset = match.group(1)
     bridge = bridge_for(taskset)  # loads the taskset: a wrong id fails here, with the reason
 
-    def factory(python: str | None = None) -> VerifiersEnv:
-        return VerifiersEnv(taskset, python=python)
+    def factory(python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> VerifiersEnv:
+        return VerifiersEnv(taskset, python=python, timeout_s=timeout_s)
 
     overrides = dict(VerifiersEnv.recipe_overrides)
     has_answer = bridge.request({"op": "task", "seed": 0})["answer"] is not None

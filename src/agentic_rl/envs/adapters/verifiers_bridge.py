@@ -5,9 +5,13 @@ verifiers 0.4.0 requires ``openai<3`` and ``mcp==2.0.0``, which the project's ow
 cannot hold (its test extra pins openai 3.57, its mcp extra fastmcp 4.1.6), so the adapter in
 the main environment never imports verifiers: it runs this file, which imports only the
 standard library and verifiers, in verifiers' own environment and exchanges one JSON object
-per line with it (requests on stdin, answers on stdout; verifiers' own output goes to stderr).
+per line with it, on two pipes the adapter made for that (``verifiers_bridge.py REQ_FD ANS_FD``):
+never on stdin/stdout, so nothing the taskset writes to descriptor 1 (``print``, ``os.write``, a
+subprocess) can pass for an answer. The adapter points descriptor 1 and 2 at a log and
+descriptor 0 at ``/dev/null`` (:mod:`agentic_rl.envs.adapters.verifiers_client`).
 
-Requests (every answer has ``"ok"``; ``"ok": false`` answers carry ``"error"``):
+Requests (every request has an ``"id"``, which its answer repeats; every answer has ``"ok"``;
+``"ok": false`` answers carry ``"error"``):
 
 ``{"op": "load", "taskset": ID, "config": {...}}``
     Load the taskset (verifiers' ``load_taskset`` on its narrowed ``TasksetConfig``) and check
@@ -30,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import sys
 import traceback
 from typing import Any
@@ -119,14 +124,17 @@ def _prompt_messages(data: Any) -> list[dict[str, str]]:
     return out
 
 
-def serve(stdin: Any, stdout: Any) -> None:
-    """Answer each request line of ``stdin`` with one line on ``stdout`` until EOF."""
+def serve(requests: Any, answers: Any) -> None:
+    """Answer each request line of ``requests`` with one line (with the request's ``id``) on
+    ``answers`` until EOF."""
     bridge = Bridge()
-    for line in stdin:
+    for line in requests:
         if not line.strip():
             continue
+        rid = None
         try:
             req = json.loads(line)
+            rid = req.get("id")
             op = req.get("op")
             if op == "load":
                 out = bridge.load(req["taskset"], req.get("config") or {})
@@ -140,11 +148,15 @@ def serve(stdin: Any, stdout: Any) -> None:
         except Exception as exc:  # noqa: BLE001 - every error goes back to the adapter, named
             traceback.print_exc(file=sys.stderr)
             answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        stdout.write(json.dumps(answer, default=str) + "\n")
-        stdout.flush()
+        answers.write(json.dumps({**answer, "id": rid}, default=str) + "\n")
+        answers.flush()
 
 
 if __name__ == "__main__":
-    protocol = sys.stdout
-    sys.stdout = sys.stderr  # anything verifiers prints must not corrupt the protocol
-    serve(sys.stdin, protocol)
+    requests_fd, answers_fd = int(sys.argv[1]), int(sys.argv[2])
+    sys.stdout = sys.stderr  # the protocol has its own pipes; print goes to the log
+    with (
+        os.fdopen(requests_fd, encoding="utf-8") as reqs,
+        os.fdopen(answers_fd, "w", encoding="utf-8") as out,
+    ):
+        serve(reqs, out)
