@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from agentic_rl.tools.sandbox.bwrap import bwrap_unavailable_reason
@@ -13,8 +15,14 @@ BWRAP_SKIP_REASON = bwrap_unavailable_reason() or ""
 #: tests that run tools in the bubblewrap sandbox; skipped where it cannot run, with the reason
 needs_bwrap = pytest.mark.skipif(bool(BWRAP_SKIP_REASON), reason=BWRAP_SKIP_REASON)
 
+#: tests that run Coq (coq-proof-v0); skipped where Debian's coq is missing (CI installs it)
+needs_coq = pytest.mark.skipif(
+    shutil.which("coqtop") is None or shutil.which("coqc") is None,
+    reason="Coq (coqtop, coqc) missing: apt-get install coq (CI installs it)",
+)
+
 #: built-in envs whose tools run in the sandbox
-SANDBOXED_ENVS = {"code-repair-v0"}
+SANDBOXED_ENVS = {"code-repair-v0", "coq-proof-v0"}
 
 
 def env_params(env_ids: list[str]) -> list:
