@@ -66,6 +66,7 @@ from agentic_rl.tools.definition.prompt import (
 from agentic_rl.types import Message, ToolCall
 
 __all__ = [
+    "AnyChatFormat",
     "CHAT_FORMATS",
     "ChatTemplateError",
     "TemplateChatFormat",
@@ -454,3 +455,7 @@ def make_chat_format(
         name = "hermes" if tool_format == "auto" else tool_format
         return ChatFormat(tokenizer, get_tool_format(name))
     return TemplateChatFormat(tokenizer, model_name, tool_format, kwargs)
+
+
+#: what the rollout engine takes as its chat format
+AnyChatFormat = ChatFormat | TemplateChatFormat

@@ -7,7 +7,10 @@ For a batch of episodes (typically G seeds-alike per task times B tasks), the en
    their logprobs (mask 1);
 3. decodes the sampled text once, parses tool calls, and calls ``env.step``;
 4. renders the env's answer (tool results, feedback) plus the next assistant header, tokenizes
-   that span once, and appends it (mask 0);
+   that span once, and appends it (mask 0); with a model's own chat template the span is the
+   difference of two renderings of the conversation, or, when the template shows the history
+   differently from how it was fed (earlier thoughts dropped), a new segment
+   (:mod:`agentic_rl.rollout.segments`);
 5. repeats until every episode has ended, by termination or by a budget.
 
 Two schedules, same trajectories:
@@ -39,6 +42,11 @@ stream is exactly the single-segment stream of before.
 A sampler that sets ``Generation.policy_versions`` (async training) has them recorded per token
 (``Trajectory.token_versions``, -1 for unsampled tokens; the oldest is ``policy_version``).
 
+Thinking models: a reply's reasoning (up to the template's closing marker, e.g. ``</think>``) is
+trained on as sampled and kept in the assistant message; the env's ``Action.text`` and the tool
+parser see only the content after it (a reply that is all reasoning, a cut thought, has no content).
+Tool calls are parsed in the chat format's tool format (``model.tool_format``).
+
 The trajectory's token stream is exactly what the model was fed and what it sampled; training
 never re-tokenizes decoded text (DESIGN.md, decision 1). Budgets: ``max_turns`` policy turns,
 ``max_new_tokens`` sampled per turn, ``max_total_tokens`` for the token stream of one segment
@@ -64,9 +72,8 @@ from typing import Any
 
 from agentic_rl.envs.base import Env
 from agentic_rl.policy.base import GenerationRequest, Policy, SamplingParams
-from agentic_rl.policy.chat import ChatFormat
-from agentic_rl.rollout.context import ContextBudgetError, ContextBuilder
-from agentic_rl.tools import parse_tool_calls
+from agentic_rl.policy.chat_template import AnyChatFormat as ChatFormat
+from agentic_rl.rollout import segments
 from agentic_rl.types import Action, Message, Observation, StopReason, Trajectory, Turn
 
 log = logging.getLogger(__name__)
@@ -158,6 +165,8 @@ class _Episode:
     segment_starts: list[int] = field(default_factory=lambda: [0])
     stale_keys: list[str] = field(default_factory=list)  # cache keys of closed segments, to release
     versions: list[int] = field(default_factory=list)  # per token (Generation.policy_versions)
+    tools: tuple[dict[str, Any], ...] = ()  # the reset observation's tool schemas
+    text: list[str] = field(default_factory=list)  # the current segment's text, piece by piece
 
     @property
     def cache_key(self) -> str:
@@ -328,9 +337,9 @@ def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
         return
     ep.info.update(info)
     ep.messages.extend(obs.messages)
-    ep.conversation = list(obs.messages)
+    ep.conversation, ep.tools = list(obs.messages), tuple(obs.tools)
     try:
-        prompt = _prompt_ids(ep, chat, config)
+        prompt = segments.prompt(ep, chat, config)
     except Exception as exc:  # noqa: BLE001 - text the tokenizer rejects fails its episode only
         log.exception("tokenizing the first observation failed (seed %s)", ep.seed)
         ep.stop, ep.failure = (
@@ -341,7 +350,8 @@ def _start(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
     if prompt is None:
         ep.stop = StopReason.MAX_TOKENS
         return
-    ep.extend(prompt, 0)
+    ep.extend(prompt[0], 0)
+    ep.text = [prompt[1]]
     if len(ep.ids) >= config.max_total_tokens:
         ep.stop = StopReason.MAX_TOKENS
 
@@ -357,13 +367,15 @@ def _step(
     """Hand the turn's reply to the env and append its answer (``budget``: the request's max_new_tokens)."""
     index = len(ep.turns)
     text = chat.decode(sampled[:-1] if finished else sampled)
+    ep.text.append(text + chat.end_of_turn if finished else text)
     if (
         not finished and len(sampled) >= budget
-    ):  # cut by a token budget: not an action the env should score
+    ):  # cut by a token budget (a cut thought too): not an action the env should score
         _end_cut_turn(ep, config, text, len(sampled))
         return
-    calls, errors = parse_tool_calls(text, turn_index=index)
-    action = Action(text=text, tool_calls=calls, tool_call_errors=errors)
+    content = chat.split_reasoning(text)[1]
+    calls, errors = chat.parse_tool_calls(content, index)
+    action = Action(text=content, tool_calls=calls, tool_call_errors=errors)
     ep.messages.append(Message("assistant", text))
     try:
         obs, reward, terminated, truncated, info = ep.env.step(action)
@@ -399,20 +411,17 @@ def _step(
     else:
         ep.conversation += [Message("assistant", text), *obs.messages]
     if ep.stop is None:
-        reset = obs.context_reset  # a reset rebuilds the prompt: no continuation to encode
+        # a reset rebuilds the prompt, and so does a template that rewrote the history (None)
         try:  # the per-episode guard covers tokenizing the env's text: a bad observation fails this episode only
-            continuation = (
-                []
-                if reset
-                else chat.encode(chat.render_continuation(obs.messages, reply_closed=finished))
-            )
+            span = None if obs.context_reset else segments.continuation(ep, chat)
             segment = len(ep.ids) - ep.segment_starts[-1]
-            if reset or 0 < config.context_max_tokens < segment + len(continuation):
-                _new_segment(ep, chat, config)
-            elif segment + len(continuation) >= config.max_total_tokens:
+            if span is None or 0 < config.context_max_tokens < segment + len(span[0]):
+                segments.new_segment(ep, chat, config)
+            elif segment + len(span[0]) >= config.max_total_tokens:
                 ep.stop = StopReason.MAX_TOKENS
             else:
-                ep.extend(continuation, 0)
+                ep.extend(span[0], 0)
+                ep.text.append(span[1])
         except Exception as exc:  # noqa: BLE001
             log.exception("tokenizing the observation failed (seed %s, turn %d)", ep.seed, index)
             ep.stop = StopReason.ERROR
@@ -444,38 +453,6 @@ def _end_cut_turn(ep: _Episode, config: RolloutConfig, text: str, num_sampled: i
         )
     )
     ep.span_start = len(ep.ids)
-
-
-def _prompt_ids(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> list[int] | None:
-    """Token ids of a segment's first prompt: ``ep.conversation`` rendered whole or, when it
-    exceeds ``context_max_tokens``, as the :class:`ContextBuilder` fits it (None: the system
-    prompt and task alone exceed the budget)."""
-    ids = chat.encode(chat.render_prompt(ep.conversation))
-    if config.context_max_tokens == 0 or len(ids) <= config.context_max_tokens:
-        return ids
-    if len(ep.conversation) < 2:
-        return None
-    builder = ContextBuilder(
-        lambda text: len(chat.encode(text)), config.context_max_tokens, render=chat.render_prompt
-    )
-    system, task, *history = ep.conversation
-    try:
-        built = builder.build(system, task, history)
-    except ContextBudgetError:
-        log.warning("episode %s: system prompt and task exceed context_max_tokens", ep.key)
-        return None
-    return chat.encode(chat.render_prompt(built.messages))
-
-
-def _new_segment(ep: _Episode, chat: ChatFormat, config: RolloutConfig) -> None:
-    """Close the current segment and start one whose first tokens are the rebuilt prompt (mask 0)."""
-    prompt = _prompt_ids(ep, chat, config)
-    if prompt is None or len(prompt) >= config.max_total_tokens:
-        ep.stop = StopReason.MAX_TOKENS
-        return
-    ep.stale_keys.append(ep.cache_key)
-    ep.segment_starts.append(len(ep.ids))
-    ep.extend(prompt, 0)
 
 
 def _finish(ep: _Episode, seconds: float) -> Trajectory:
