@@ -26,13 +26,13 @@ def run_evaluation(
         :func:`~agentic_rl.trainer.eval_metrics.eval_report` plus ``model``, ``env_id``, ``k``.
     """
     from agentic_rl.envs import make
-    from agentic_rl.policy.chat import ChatFormat
+    from agentic_rl.policy.chat_template import chat_for_model
     from agentic_rl.policy.fast import make_policy_from_config
     from agentic_rl.rollout import run_episodes
     from agentic_rl.trainer.eval_metrics import eval_report
 
     model, tok = load_model_spec(model_spec)
-    chat = ChatFormat(tok)
+    chat = chat_for_model(tok, config.model)
     policy = make_policy_from_config(model, config.model, chat.eos_token_id, tok.pad_token_id)
     seeds = [config.eval.seed_start + i for i in range(episodes) for _ in range(k)]
     from agentic_rl.trainer.recipe import permission_kwargs

@@ -43,6 +43,14 @@ class ModelConfig:
             recorded logprobs are then the sampler's, and the update's importance ratio
             corrects the mismatch, reported as ``train/logprob_diff``). Evaluation samples
             with the same copy.
+        chat_format: how conversations become tokens (:mod:`agentic_rl.policy.chat_template`):
+            ``auto`` (ChatML's fast path when the model's template renders plain ChatML, as
+            SmolLM2's does, else the model's own Jinja template), ``chatml`` or ``template``.
+        tool_format: how the model writes tool calls: ``auto`` (read from its chat template) or
+            ``hermes``, ``llama3_json``, ``mistral``, ``pythonic``, ``gemma``
+            (:mod:`agentic_rl.tools.definition.formats`).
+        chat_template_kwargs: extra variables of the chat template (e.g. ``enable_thinking``,
+            ``date_string``).
     """
 
     path: str = "default"
@@ -55,6 +63,11 @@ class ModelConfig:
     sampler: str = one_of("fast", "fast", "hf")
     max_batch: int = positive(64)
     sampler_dtype: str = one_of("float32", "float32", "bfloat16")
+    chat_format: str = one_of("auto", "auto", "chatml", "template")
+    tool_format: str = one_of(
+        "auto", "auto", "hermes", "llama3_json", "mistral", "pythonic", "gemma"
+    )
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_rules(self, "model")

@@ -68,6 +68,7 @@ from agentic_rl.types import Message, ToolCall
 __all__ = [
     "AnyChatFormat",
     "CHAT_FORMATS",
+    "chat_for_model",
     "ChatTemplateError",
     "TemplateChatFormat",
     "REASONING_MARKERS",
@@ -459,3 +460,19 @@ def make_chat_format(
 
 #: what the rollout engine takes as its chat format
 AnyChatFormat = ChatFormat | TemplateChatFormat
+
+
+def chat_for_model(tokenizer: Any, model_config: Any) -> AnyChatFormat:
+    """:func:`make_chat_format` with a ``[model]`` section's ``chat_format``, ``tool_format``
+    and ``chat_template_kwargs``; the model is named by ``model_config.path``.
+
+    Raises:
+        ChatTemplateError: as :func:`make_chat_format`.
+    """
+    return make_chat_format(
+        tokenizer,
+        str(model_config.path),
+        model_config.chat_format,
+        model_config.tool_format,
+        model_config.chat_template_kwargs,
+    )

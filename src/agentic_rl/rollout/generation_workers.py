@@ -127,14 +127,14 @@ class GenerationWorker:
     ) -> None:
         import torch
 
-        from agentic_rl.policy.chat import ChatFormat
+        from agentic_rl.policy.chat_template import chat_for_model
         from agentic_rl.policy.fast import make_policy_from_config
 
         torch.set_num_threads(max(1, int(num_threads)))
         self.index = index
         self.model = build_model().eval()
         self.model.requires_grad_(False)
-        self.chat = ChatFormat(tokenizer)
+        self.chat = chat_for_model(tokenizer, model_config)
         self.policy = make_policy_from_config(
             self.model,
             model_config,

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentic_rl.envs import Env, make
 from agentic_rl.policy.base import Policy
-from agentic_rl.policy.chat import ChatFormat
+from agentic_rl.policy.chat_template import AnyChatFormat as ChatFormat
 from agentic_rl.rewards import RewardWeights
 from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.types import Trajectory

@@ -21,7 +21,8 @@ from agentic_rl.config import TrainConfig
 from agentic_rl.envs import accepts, make
 from agentic_rl.errors import ConfigError
 from agentic_rl.policy.base import Policy
-from agentic_rl.policy.chat import ChatFormat
+from agentic_rl.policy.chat_template import AnyChatFormat as ChatFormat
+from agentic_rl.policy.chat_template import chat_for_model
 from agentic_rl.policy.fast import make_policy_from_config
 from agentic_rl.policy.model_loading import load_tokenizer, resolve_model_dir
 from agentic_rl.trainer.backends import RolloutBackend, make_backend
@@ -156,7 +157,7 @@ def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> 
     scale = scale or ScaleOut()
     ranks = Ranks(scale.ctx)
     ranks.broadcast_parameters(model)
-    chat = ChatFormat(tokenizer)
+    chat = chat_for_model(tokenizer, config.model)
     sampler = torch.Generator().manual_seed(config.seed)
     policy = make_policy_from_config(
         model, config.model, chat.eos_token_id, tokenizer.pad_token_id, generator=sampler
