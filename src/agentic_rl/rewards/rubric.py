@@ -11,8 +11,16 @@ function, and the weighted total of every group, are stored on the trajectory an
 function with weight 0 is a logged metric that does not change the reward (as in the
 ``verifiers`` library's zero-weight rubric functions).
 
-A reward function that raises or returns a non-finite value marks the trajectory as failed
-(``Trajectory.failure``) and it is excluded from training loudly; it never becomes a silent 0.
+A reward function that raises, returns a non-finite value or runs past its time limit marks the
+trajectory as failed (``Trajectory.failure``) and it is excluded from training loudly (an error
+logged, counted in ``rollout/failed``); it never becomes a silent 0.
+
+Time limit. Every call of a reward function has one: ``RewardFunction.timeout_s``, else the
+rubric's ``[reward] timeout_s`` (:class:`RewardWeights`, 60 s by default). A call runs in a
+thread the caller stops waiting for at the limit, or, for a function marked
+``thread_safe=False``, in a forked child that is killed at the limit
+(:mod:`agentic_rl.rewards.deadline`). ``prefetch`` hooks are not limited here: the one built in,
+the LLM judge's, bounds each request itself (``timeout_s`` of :mod:`agentic_rl.rewards.judge`).
 
 Batched components. A function may also have a ``prefetch(trajectories)`` hook that
 :meth:`Rubric.apply_batch` calls once with the whole batch before scoring each trajectory, so an
@@ -29,6 +37,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agentic_rl.rewards.deadline import ChildCallError, RewardTimeout, call_with_deadline
 from agentic_rl.types import Trajectory
 
 log = logging.getLogger(__name__)
@@ -61,6 +70,11 @@ class RewardFunction:
             :meth:`Rubric.apply_batch` before ``fn`` runs on each trajectory (batched judge
             calls); it records per-trajectory failures for ``fn`` to raise, and raises itself
             only when the whole batch failed.
+        timeout_s: seconds one call of ``fn`` may take (> 0); None = the rubric's
+            ``RewardWeights.timeout_s``. Past it the trajectory fails (module docstring).
+        thread_safe: False runs each call in a forked child killed at the time limit, for a
+            function that must not run twice at once or may hold the GIL while it hangs
+            (:mod:`agentic_rl.rewards.deadline`).
     """
 
     name: str
@@ -68,16 +82,38 @@ class RewardFunction:
     fn: Callable[[Trajectory], float]
     weight: float = 1.0
     prefetch: Callable[[Sequence[Trajectory]], None] | None = None
+    timeout_s: float | None = None
+    thread_safe: bool = True
+
+    def __post_init__(self) -> None:
+        if self.timeout_s is not None and not 0 < self.timeout_s < math.inf:
+            raise ValueError(
+                f"reward function {self.name!r}: timeout_s must be > 0 and finite, got "
+                f"{self.timeout_s!r}"
+            )
 
 
 @dataclass(frozen=True)
 class RewardWeights:
-    """Group weights λ_o, λ_p, λ_c, λ_r (config section ``[reward]``)."""
+    """Config section ``[reward]``: the group weights λ_o, λ_p, λ_c, λ_r, and ``timeout_s``, the
+    seconds one call of a reward function may take (> 0, finite; a function's own
+    ``RewardFunction.timeout_s`` wins). Past it the trajectory fails, loudly (module docstring).
+
+    Raises:
+        ValueError: ``timeout_s`` is not > 0 and finite (names the key).
+    """
 
     outcome: float = 1.0
     process: float = 0.1
     cost: float = 1.0
     risk: float = 1.0
+    timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.timeout_s < math.inf:
+            raise ValueError(
+                f"key 'reward.timeout_s' must be > 0 and finite, got {self.timeout_s!r}"
+            )
 
     def of(self, group: RewardGroup) -> float:
         """λ of one group."""
@@ -85,7 +121,7 @@ class RewardWeights:
 
 
 class RewardError(RuntimeError):
-    """A reward function raised or returned a non-finite value."""
+    """A reward function raised, returned a non-finite value, or ran past its time limit."""
 
 
 class Rubric:
@@ -118,12 +154,22 @@ class Rubric:
             name and each group's weighted sum (before λ and sign) under the group's name.
 
         Raises:
-            RewardError: a reward function raised or returned NaN/inf.
+            RewardError: a reward function raised, returned NaN/inf, or ran past its time
+                limit (each call: ``f.timeout_s``, else ``weights.timeout_s``).
         """
         components: dict[str, float] = {g.value: 0.0 for g in RewardGroup}
         for f in self.functions:
+            limit = self.weights.timeout_s if f.timeout_s is None else f.timeout_s
             try:
-                value = float(f.fn(trajectory))
+                value = float(
+                    call_with_deadline(
+                        f.fn, trajectory, limit, name=f.name, thread_safe=f.thread_safe
+                    )
+                )
+            except RewardTimeout as exc:
+                raise RewardError(f"reward function {f.name!r} {exc}") from exc
+            except ChildCallError as exc:  # raised in its own process
+                raise RewardError(f"reward function {f.name!r} raised {exc}") from exc
             except Exception as exc:  # noqa: BLE001 - any failure must exclude the sample
                 raise RewardError(
                     f"reward function {f.name!r} raised {type(exc).__name__}: {exc}"
