@@ -48,6 +48,7 @@ ENV_IDS = [
     "rg/chain_sum-v0",
     "rg/gsm_symbolic-v0",
     "rg/countdown-v0",
+    "coq-proof-v0",
 ]
 SEED_START = 900_000  # held out from training (0...) and warm-up (500000...) seeds
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")

@@ -53,6 +53,7 @@ def test_sentences_split_like_coqtop_reads_them():
         "auto.",
     ]
     assert split_sentences("intros...  exact I.") == ["intros...", "exact I."]
+    assert split_sentences("split. 2: { lia. } auto.") == ["split.", "2: {", "lia.", "}", "auto."]
 
 
 @pytest.mark.parametrize(

@@ -125,16 +125,20 @@ class CoqProofEnv(ToolEnv):
     """
 
     description = "Prove Coq lemmas (nat arithmetic, lists, induction) tactic by tactic; coqc checks the proof"
-    #: ``agentic-rl train --env coq-proof-v0``: level 1 only (the level the oracle warm-up and a
-    #: 135M model on a CPU can reach in a ~30-minute run), a few short turns; the oracle's
-    #: longest reply is ~70 tokens and its first prompt ~250 (signature tool prompt)
+    #: ``agentic-rl train --env coq-proof-v0``: level 1 only (what a 135M model on a CPU can
+    #: learn in a ~30-minute run), a few short turns. SmolLM2 tokens with the signature tool
+    #: prompt: first prompt 140 (level 1) to 394 (level 3), oracle reply at most 45 (level 1)
+    #: and 122 (level 3, ``sum_list_rev``)
     recipe_overrides: dict[str, Any] = {
         "env.kwargs.levels": [1],
         "env.kwargs.tool_prompt": "signature",
         "warmup.env_kwargs": {"levels": [1], "tool_prompt": "signature"},
         "rollout.max_turns": 3,
-        "rollout.max_new_tokens": 96,
+        "rollout.max_new_tokens": 128,
         "rollout.max_total_tokens": 1536,
+        "warmup.num_demos": 32,
+        "sampling.rollout_tasks": 4,
+        "sampling.max_sample_rounds": 1,
     }
 
     def __init__(
@@ -237,10 +241,10 @@ class CoqProofEnv(ToolEnv):
                 return obs, 0.0, False, False, info
             self.end_episode()
             obs, info = self.tool_turn(report.results, events, **counts, **self._final())
-            self.session_close()
+            self._close_session()
             return obs, float(self._proved), self._proved, not self._proved, info
         self.end_episode()
-        self.session_close()
+        self._close_session()
         info = {"tactics_sent": 0, "tactics_accepted": 0, **self._final()}
         return Observation(()), 0.0, True, False, info
 
@@ -266,16 +270,16 @@ class CoqProofEnv(ToolEnv):
             raise ValueError(str(exc)) from exc
         if not sentences:
             raise ValueError("no tactic given")
-        done: list[str] = []
+        answers: list[str] = []  # the queries' answers, shown before the state
         for sentence in sentences:
             if sentence.kind in ("cheat", "refused"):
                 if sentence.kind == "cheat":
                     self._events.append(
                         risk_event(PROOF_CHEAT, TOOL, f"{sentence.text} refused: {sentence.reason}")
                     )
-                return self._report(done, f"Refused `{sentence.text}`: {sentence.reason}.")
+                return self._report(answers, f"Refused `{sentence.text}`: {sentence.reason}.")
             if sentence.kind == "qed":
-                return self._qed(done)
+                return self._qed(answers)
             self._sent += sentence.kind == "tactic"
             step = self.session.run(sentence.text, record=sentence.kind == "tactic")
             if step.status in ("timeout", "crash"):
@@ -283,25 +287,27 @@ class CoqProofEnv(ToolEnv):
                     risk_event(SANDBOX_LIMIT, TOOL, f"{sentence.text}: {step.status}")
                 )
                 why = "ran past the time limit" if step.status == "timeout" else "crashed Coq"
-                return self._report(done, f"`{sentence.text}` {why}; the proof state is unchanged.")
+                return self._report(
+                    answers, f"`{sentence.text}` {why}; the proof state is unchanged."
+                )
             if step.status != "ok":
                 return self._report(
-                    done, f"Error in `{sentence.text}`: {step.text.removeprefix('Error: ')}"
+                    answers, f"Error in `{sentence.text}`: {step.text.removeprefix('Error: ')}"
                 )
             self._ok += sentence.kind == "tactic"
             if sentence.kind == "query":
-                done.append(f"{sentence.text}\n{step.text}")
-        return self._report(done, "")
+                answers.append(f"{sentence.text}\n{step.text}")
+        return self._report(answers, "")
 
-    def _qed(self, done: list[str]) -> str:
+    def _qed(self, answers: list[str]) -> str:
         assert self.session is not None and self.lemma is not None
         if not self.session.goals.startswith("No more goals"):
-            return self._report(done, "Error in `Qed.`: the proof is not complete.")
+            return self._report(answers, "Error in `Qed.`: the proof is not complete.")
         result = check_proof(self.lemma, self.session.accepted, self.config)
         self._proved, self._check_detail = result.passed, result.detail
         if result.passed:
             return "Qed. The proof is checked: it is complete and uses no axiom."
-        return self._report(done, f"Error in `Qed.`: {result.detail}")
+        return self._report(answers, f"Error in `Qed.`: {result.detail}")
 
     def _report(self, queries: list[str], problem: str) -> str:
         """The tool's reply: query answers, the problem (if any), then the proof state."""
@@ -312,7 +318,7 @@ class CoqProofEnv(ToolEnv):
             state += " Send Qed. to finish."
         return "\n\n".join([*parts, state])
 
-    def session_close(self) -> None:
+    def _close_session(self) -> None:
         """Stop the episode's coqtop (the episode ended). Idempotent."""
         if self.session is not None:
             self.session.close()
@@ -380,7 +386,7 @@ class CoqProofEnv(ToolEnv):
 
     def close(self) -> None:
         """Stop coqtop and remove its sandbox. Idempotent."""
-        self.session_close()
+        self._close_session()
         super().close()
 
 

@@ -145,8 +145,9 @@ class ProofSession:
         return None
 
     def _wrap(self, sentence: str) -> str:
-        """``Timeout t sentence`` for a tactic; bullets, braces and queries as they are."""
-        if sentence in ("{", "}") or sentence[0] in "-+*" or sentence[0].isupper():
+        """``Timeout t sentence`` for a tactic; bullets, braces (``2: {`` too) and queries as
+        they are."""
+        if sentence.endswith(("{", "}")) or sentence[0] in "-+*" or sentence[0].isupper():
             return sentence
         return f"Timeout {self.tactic_timeout_s} {sentence}"
 

@@ -4,7 +4,8 @@ The agent only ever writes *tactics* inside a proof whose statement the env fixe
 split the way Coq's lexer ends sentences (:func:`split_sentences`): at a ``.`` followed by white
 space or the end, outside comments ``(* ... *)`` (nested) and strings; bullets (``-``, ``+``,
 ``*``, repeated) and braces ``{`` ``}`` at the start of a sentence are sentences of their own,
-as ``coqtop`` reads them. Comments are dropped.
+as ``coqtop`` reads them, and so is a goal selector followed by a brace (``2: {``).
+Comments are dropped.
 
 Each sentence is then classified (:func:`classify`):
 
@@ -193,6 +194,9 @@ def split_sentences(text: str) -> list[str]:
         ch = text[i]
         if ch == '"':
             in_string = not in_string
+        elif ch == "{" and not in_string and _SELECTOR.fullmatch(text[start:i].strip() + " "):
+            sentences.append(" ".join(text[start : i + 1].split()))  # "2: {" is a sentence
+            start = i + 1
         elif (
             ch == "."
             and not in_string
@@ -232,7 +236,7 @@ def classify(sentence: str) -> Sentence:
     if head in _QUERIES:
         return Sentence(sentence, "query")
     rest = _SELECTOR.sub("", body, count=1)
-    if rest[:1] in ("{",) and rest.strip() == "{":
+    if rest == "{":
         return Sentence(sentence, "tactic")
     if rest[:1].islower() or rest[:1] in ("_", "("):
         return Sentence(sentence, "tactic")
