@@ -32,7 +32,7 @@ def run_evaluation(
     from agentic_rl.trainer.eval_metrics import eval_report
 
     model, tok = load_model_spec(model_spec)
-    chat = chat_for_model(tok, config.model)
+    chat = chat_for_model(tok, config.model, model_spec)
     policy = make_policy_from_config(model, config.model, chat.eos_token_id, tok.pad_token_id)
     seeds = [config.eval.seed_start + i for i in range(episodes) for _ in range(k)]
     from agentic_rl.trainer.recipe import permission_kwargs
