@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentic_rl.tools.definition.formats import TOOL_FORMATS, ToolFormat, convert_hermes_reply
+from agentic_rl.tools.definition.prompt import render_tool_system_prompt, split_tool_system_prompt
 from agentic_rl.types import Message
 
 IM_START = "<|im_start|>"
@@ -120,8 +121,22 @@ class ChatFormat:
     def render_prompt(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] = ()
     ) -> str:
-        """Text of the first context: all messages, then the assistant header (``tools`` are
-        ignored: the env's system prompt lists them)."""
+        """Text of the first context: all messages, then the assistant header. The env's system
+        prompt lists ``tools``; with a tool format other than Hermes, a list that
+        :func:`~agentic_rl.tools.definition.prompt.render_tool_system_prompt` wrote is rewritten
+        with that format's call syntax."""
+        if (
+            self.tool_format.name != "hermes"
+            and tools
+            and messages
+            and messages[0].role == "system"
+        ):
+            split = split_tool_system_prompt(messages[0].content, tools)
+            if split is not None:
+                instructions, style = split
+                header = self.tool_format.tools_header()
+                text = render_tool_system_prompt(instructions, tools, style, header)
+                messages = [Message("system", text), *messages[1:]]
         return "".join(self.render_message(m) for m in messages) + f"{IM_START}assistant\n"
 
     def next_context(
