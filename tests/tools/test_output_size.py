@@ -93,3 +93,20 @@ def test_the_sandbox_notice_says_how_much_was_cut():
     finally:
         tools.close()
     assert result.content == "q" * 100 + "\n[output truncated: 151 more characters not shown]"
+
+
+@needs_bwrap
+def test_a_long_file_read_reaches_the_policy_with_its_real_size(tmp_path):
+    """read_file cuts at ``max_read_chars`` (100,000) itself; the notice counts the whole file."""
+    tools = SandboxedTools(SandboxConfig(timeout_s=20.0), audit_path=str(tmp_path / "audit.jsonl"))
+    try:
+        tools.reset("t")
+        assert tools.sandbox is not None
+        (tools.sandbox.workspace / "big.txt").write_text("é" * 300_000 + "\n", encoding="utf-8")
+        call = ToolCall("read_file", {"path": "big.txt"}, id="call_0_0")
+        (result,) = tools.execute(Action("", tool_calls=(call,)), 0).results
+    finally:
+        tools.close()
+    assert result.content == "é" * 2000 + "…[truncated 298001 of 300001 chars]"
+    (record,) = AuditLog(tmp_path / "audit.jsonl").read()
+    assert record["output_bytes"] == 600_001 and record["truncated"] is True

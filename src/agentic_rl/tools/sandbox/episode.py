@@ -354,8 +354,8 @@ class EpisodeSandbox:
             self._last_result = result = self.run_python(code)
             return _python_output(result)
 
-        def read_file(path: str) -> str:
-            return ws.read_file(root, path, max_chars=cfg.max_read_chars)
+        def read_file(path: str) -> str | ToolOutput:
+            return ws.read_file_output(root, path, max_chars=cfg.max_read_chars)
 
         def write_file(path: str, content: str) -> str:
             reply = ws.write_file(root, path, content, max_bytes=cfg.max_file_bytes, uid=self.uid)

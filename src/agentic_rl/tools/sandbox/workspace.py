@@ -20,7 +20,11 @@ import posixpath
 import stat
 from pathlib import Path
 
-__all__ = ["WorkspaceError", "read_file", "write_file", "list_dir"]
+from agentic_rl.tools.definition.tool import ToolOutput
+
+__all__ = ["WorkspaceError", "read_file", "read_file_output", "write_file", "list_dir"]
+
+_CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes that start no character
 
 _MAX_ENTRIES = 500
 
@@ -84,6 +88,17 @@ def read_file(root: Path, path: str, *, max_chars: int) -> str:
         WorkspaceError: the path is absolute, escapes with ``..``, goes through a symlink,
             does not exist, or is not a regular file.
     """
+    return str(read_file_output(root, path, max_chars=max_chars))
+
+
+def read_file_output(root: Path, path: str, *, max_chars: int) -> str | ToolOutput:
+    """As :func:`read_file`; a cut file comes as a :class:`ToolOutput` with the size of the
+    whole file (characters counted over the whole file, bytes from its size), so the ``read_file``
+    tool's observation and audit record state the real size.
+
+    Raises:
+        WorkspaceError: as :func:`read_file`.
+    """
     parts = _split(path)
     if not parts:
         raise WorkspaceError(f"{path!r}: is a directory")
@@ -98,12 +113,16 @@ def read_file(root: Path, path: str, *, max_chars: int) -> str:
                 raise WorkspaceError(f"{path!r}: not a regular file")
             size = os.fstat(f.fileno()).st_size
             data = f.read(4 * max_chars)
+            rest_chars = 0  # characters after what was read: counted, not kept
+            while chunk := f.read(1 << 20):
+                rest_chars += len(chunk.translate(None, _CONTINUATION))
     except OSError as exc:
         raise _explain(exc, path) from None
     text = data.decode("utf-8", "replace")
     if len(text) > max_chars or size > len(data):
         kept = text[:max_chars]
-        return f"{kept}…[truncated {size - len(kept.encode('utf-8', 'replace'))} bytes]"
+        cut = f"{kept}…[truncated {size - len(kept.encode('utf-8', 'replace'))} bytes]"
+        return ToolOutput(cut, len(text) + rest_chars, size)
     return text
 
 
