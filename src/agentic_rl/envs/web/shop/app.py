@@ -25,20 +25,23 @@ route                           what it shows or does
 ==============================  ===========================================================
 
 Each state-changing form carries ``data-action`` with its action's name (the names above): the
-env's permission policy decides on those names (:mod:`agentic_rl.envs.web.shop.env`). Every
+env's permission policy decides on those names (:mod:`agentic_rl.envs.web.shop.env`). Every POST
+is first put to the app's gate (:class:`~agentic_rl.envs.web.shop.gate.SubmissionGate`), whatever
+made the browser send it; a refused one is answered 403 with the reason and changes nothing. Every
 POST answers with a redirect (303) to the page that shows its effect. Errors are small HTML
 pages with the reason. Flask is imported by :func:`create_app` only (extra ``web``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agentic_rl.envs.web.shop.catalog import SHIPPING, money, search_terms
 from agentic_rl.envs.web.shop.db import connect
 
-__all__ = ["TEMPLATES", "create_app"]
+__all__ = ["POST_ACTIONS", "TEMPLATES", "create_app"]
 
 _BASE = """<!doctype html><html><head><title>Shop</title></head><body>
 <nav><a href="/">Home</a> <a href="/cart">Cart ({{ cart_count }})</a> <a href="/orders">My orders</a></nav>
@@ -266,13 +269,23 @@ def _register_order_actions(app: Any, db: Any) -> None:
         return redirect(f"/orders/{oid}", 303)
 
 
-def create_app(db_path: str | Path) -> Any:
+#: endpoint (view function) of each state-changing route -> the action the gate decides on
+POST_ACTIONS = ("add_to_cart", "remove_from_cart", "place_order", "pay", "cancel_order")
+
+
+def create_app(db_path: str | Path, gate: Callable[[str], str | None] | None = None) -> Any:
     """The Flask app serving the shop whose database is at ``db_path``.
+
+    Args:
+        db_path: the shop's SQLite database.
+        gate: ``gate(action) -> None`` to let a POST of ``action`` (one of
+            :data:`POST_ACTIONS`) through, or the reason to refuse it (403); None refuses every
+            POST (a shop nobody decides for changes nothing).
 
     Raises:
         ImportError: Flask is not installed (extra ``web``).
     """
-    from flask import Flask, g, render_template
+    from flask import Flask, abort, g, render_template, request
     from jinja2 import DictLoader
     from werkzeug.exceptions import HTTPException
 
@@ -293,6 +306,17 @@ def create_app(db_path: str | Path) -> Any:
     def page(name: str, **context: Any) -> str:
         count = db().execute("SELECT COALESCE(SUM(quantity), 0) FROM cart_items").fetchone()[0]
         return render_template(name, cart_count=count, money=money, **context)
+
+    @app.before_request
+    def admit() -> None:
+        if request.method in ("GET", "HEAD", "OPTIONS") or request.endpoint is None:
+            return  # reads, and what routing answers 404/405 itself
+        action = request.endpoint
+        if action not in POST_ACTIONS:  # a state-changing route nobody named: never unguarded
+            abort(403, f"Not submitted: {action} is not an action the gate knows")
+        refusal = "no permission policy decides for this shop" if gate is None else gate(action)
+        if refusal is not None:
+            abort(403, f"Not submitted: {refusal}")
 
     @app.errorhandler(HTTPException)
     def error(exc: HTTPException) -> tuple[str, int]:

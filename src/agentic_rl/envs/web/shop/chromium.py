@@ -32,6 +32,15 @@ const submits = !!e.form && ((e.tagName === 'BUTTON' && (t || 'submit') === 'sub
 const link = e.tagName === 'A' && !!e.getAttribute('href');
 return [submits || link, submits ? (e.form.dataset.action || null) : null];
 """
+#: notes on the current document when any form is submitted (capture phase: before the browser
+#: sends it), whatever caused it: a key, a click, implicit submission
+_WATCH_SUBMIT_JS = """
+if (!window.__arlSubmitWatch) {
+  window.__arlSubmitWatch = true;
+  document.addEventListener('submit', () => { window.__arlSubmitted = true; }, true);
+}
+window.__arlSubmitted = false;
+"""
 
 
 class ChromiumPage:
@@ -91,22 +100,66 @@ class ChromiumPage:
     def _form_action(self, element: Any, enter: bool) -> str | None:
         return self._submits(element, enter)[1]
 
-    def _loading(self, act: Callable[[], str], element: Any, enter: bool) -> str:
-        """Run ``act``; when it loads a page, wait (up to the page-load timeout) until the old
-        document is gone and the new one is complete, so the next snapshot shows it."""
+    def _loading(self, act: Callable[[], str], element: Any = None, enter: bool = False) -> str:
+        """Run ``act``; when it loads a page (a link or submit predicted from ``element``, or any
+        form submission it caused: Space on a button, a ``type`` that clicks one, …), wait (up
+        to the page-load timeout) until the old document is gone and the new one is complete,
+        so the next snapshot shows it and the submission is decided while ``act``'s call runs
+        (:mod:`~agentic_rl.envs.web.shop.gate`)."""
+        from selenium.common.exceptions import WebDriverException
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions
-        from selenium.webdriver.support.wait import WebDriverWait
 
         driver = self.browser.start()
         navigates = element is not None and self._submits(element, enter)[0]
-        old = driver.find_element(By.TAG_NAME, "html") if navigates else None
-        result = act()
-        if old is not None:
-            wait = WebDriverWait(driver, self.browser.config.page_load_timeout_s, 0.02)
-            wait.until(expected_conditions.staleness_of(old))
-            wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+        try:
+            old, windows = driver.find_element(By.TAG_NAME, "html"), set(driver.window_handles)
+            driver.execute_script(_WATCH_SUBMIT_JS)
+        except WebDriverException:  # a page in flux: nothing to watch
+            old = None
+        try:
+            result = act()
+        finally:
+            if old is not None and (navigates or self._left(old)):
+                self._follow(old, windows)
         return result
+
+    def _follow(self, old: Any, windows: set[str]) -> None:
+        """Wait until the document ``old`` is replaced, or a window opened (a submission with
+        Shift or Control held), then until the new document is complete; a new window becomes
+        the page (the old one is closed), so the env keeps one window that shows the result.
+
+        Raises:
+            selenium.common.TimeoutException: nothing loaded within the page-load timeout.
+        """
+        from selenium.common.exceptions import WebDriverException
+        from selenium.webdriver.support.wait import WebDriverWait
+
+        driver = self.browser.start()
+
+        def moved(d: Any) -> str | bool:
+            try:
+                old.tag_name  # noqa: B018 - raises once the document is replaced
+            except WebDriverException:
+                return True
+            opened = [h for h in d.window_handles if h not in windows]
+            return opened[-1] if opened else False
+
+        wait = WebDriverWait(driver, self.browser.config.page_load_timeout_s, 0.02)
+        where = wait.until(moved)
+        if isinstance(where, str):
+            driver.close()
+            driver.switch_to.window(where)
+        wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+    def _left(self, old: Any) -> bool:
+        """Whether the document ``old`` submitted a form or is gone already. Never raises."""
+        from selenium.common.exceptions import WebDriverException
+
+        try:
+            old.tag_name  # raises once the document is replaced  # noqa: B018
+            return bool(self.browser.start().execute_script("return !!window.__arlSubmitted"))
+        except WebDriverException:
+            return True
 
     def form_action(self, ref: Any) -> str | None:
         """The ``data-action`` of the form a click on ``ref`` submits (None: none). Never raises."""
@@ -133,11 +186,11 @@ class ChromiumPage:
         return self._loading(lambda: self.actions.click(ref), element, False)
 
     def type(self, ref: int, text: str) -> str:
-        """:meth:`BrowserActions.type`."""
-        return self.actions.type(ref, text)
+        """:meth:`BrowserActions.type`, waiting for the page a submission it caused loads."""
+        return self._loading(lambda: self.actions.type(ref, text))
 
     def press(self, key: str) -> str:
-        """:meth:`BrowserActions.press`, waiting for the page Enter loads."""
+        """:meth:`BrowserActions.press`, waiting for the page it loads (Enter, Space, …)."""
         element = None
         if key == "Enter":
             try:
@@ -147,8 +200,8 @@ class ChromiumPage:
         return self._loading(lambda: self.actions.press(key), element, True)
 
     def select(self, ref: int, option: str) -> str:
-        """:meth:`BrowserActions.select`."""
-        return self.actions.select(ref, option)
+        """:meth:`BrowserActions.select`, waiting for the page a submission it caused loads."""
+        return self._loading(lambda: self.actions.select(ref, option))
 
     def scroll(self, target: str, direction: str) -> str:
         """:meth:`BrowserActions.scroll`."""

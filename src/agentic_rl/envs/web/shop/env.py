@@ -29,6 +29,15 @@ Permissions
     default). ``[tools.permissions.tools.pay] mode = "ask"`` makes paying ask (refused, with a
     ``denied`` risk event, when nobody answers: ``ask_default`` false). The other actions and
     navigation are read_only.
+    The decision is enforced where the submission lands, not on the key that caused it: the
+    shop answers every POST only after its gate
+    (:class:`~agentic_rl.envs.web.shop.gate.SubmissionGate`) admits it. A routed call is
+    admitted once, as decided; any other submission (Space or Shift+Enter on a button, a
+    ``type`` that clicks one, keys typed as code points, in either browser) is put through the
+    same policy and audit log as a call to the form's action with ``via = "browser"`` and the
+    browser call that caused it (same call id), while that call runs; refused, the shop answers
+    403 with the reason (the next page shows it), the database is untouched and the turn gets
+    the ``denied`` risk event. Submissions while no call runs (between steps) are refused.
 Reward (read from the database after every step; ``step`` returns ``success`` at the end)
     outcome, on the best order placed and not cancelled: ``right_item`` 0.3, ``right_options``
     (colour and size) 0.15, ``right_quantity`` 0.1, ``right_shipping`` 0.1, ``within_budget``
@@ -50,9 +59,12 @@ Snapshots
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import tempfile
+import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +72,7 @@ from agentic_rl.envs.base import SnapshotNotSupportedError
 from agentic_rl.envs.tool_env import ToolEnv
 from agentic_rl.envs.web.shop import db
 from agentic_rl.envs.web.shop.catalog import TASK_KINDS, ShopTask, make_task
+from agentic_rl.envs.web.shop.gate import SubmissionGate
 from agentic_rl.envs.web.shop.oracle import oracle_reply
 from agentic_rl.envs.web.shop.rubric import shop_rubric
 from agentic_rl.envs.web.shop.server import ShopServer
@@ -140,6 +153,18 @@ def _require(browser: str) -> None:
             ) from None
 
 
+def _weakly(method: Callable[[str], str | None]) -> Callable[[str], str | None]:
+    """``method`` (bound) held weakly: the server's gate must not keep the env alive (its
+    finalizer closes the server); once the env is gone, every submission is refused."""
+    ref = weakref.WeakMethod(method)
+
+    def call(action: str) -> str | None:
+        bound = ref()
+        return "the shop's env is closed" if bound is None else bound(action)
+
+    return call
+
+
 def _cleanup(server: ShopServer, page: Any, folder: str) -> None:
     page.close()  # first the client: its kept-alive connection ends its handler thread
     server.stop()
@@ -211,7 +236,11 @@ class WebShopEnv(ToolEnv):
         self.browser_mode, self.max_steps, self.max_lines = browser, int(max_steps), int(max_lines)
         self._folder = tempfile.mkdtemp(prefix="agentic-rl-shop-")
         self.db_path = Path(self._folder) / "shop.sqlite"
-        self.server = server = ShopServer(self.db_path)
+        self._current: ToolCall | None = None  # the agent's call running now, if any
+        self._deciding = threading.local()  # .action: a gate decision runs in this thread
+        self._submission_events: list[Any] = []  # risk events of gate decisions, per step
+        self.gate = SubmissionGate(_weakly(self._decide_submission))
+        self.server = server = ShopServer(self.db_path, self.gate)
         # the page and the finalizer hold the server, never the env (or it would never be freed)
         if browser == "chromium":
             from agentic_rl.envs.web.shop.chromium import ChromiumPage
@@ -249,9 +278,10 @@ class WebShopEnv(ToolEnv):
         params = {
             "type": "object",
             "properties": {
-                "via": {"type": "string", "enum": ["click", "press"]},
+                "via": {"type": "string", "enum": ["click", "press", "browser"]},
                 "ref": {"type": "integer"},
                 "key": {"type": "string"},
+                "trigger": {"type": "string"},
             },
             "required": ["via"],
             "additionalProperties": False,
@@ -274,14 +304,44 @@ class WebShopEnv(ToolEnv):
 
     def _shop_action(self, name: str) -> Any:
         def run(via: str, **arguments: Any) -> str:
+            if via == "browser":  # the gate's record of a submission the browser is sending
+                if getattr(self._deciding, "action", None) != name:
+                    raise ValueError(f"{name} is submitted with click or press, not by name")
+                return f"{name}: admitted, submitted by the browser during {arguments['trigger']}"
             if self._form_action(via, arguments) != name:
                 raise ValueError(f"that {via} does not submit the {name} form")
-            return getattr(self.page, via)(**arguments)
+            with self.gate.approved(name):  # the policy allowed it: the shop admits it once
+                return getattr(self.page, via)(**arguments)
 
         return run
 
+    def _decide_submission(self, action: str) -> str | None:
+        """The gate's decision on a submission of ``action`` that no routed call announced:
+        put through the executor (policy, ask, audit record, risk event) as a call to
+        ``action`` by the browser call running now (its id); None admits, else the refusal."""
+        trigger, executor = self._current, self.executor
+        if trigger is None or executor is None or self.task is None or self._done:
+            return f"{action}: no action of the agent is running"
+        args = json.dumps(trigger.arguments, ensure_ascii=True, default=str)[:200]
+        arguments = {"via": "browser", "trigger": f"{trigger.name} {args}"}
+        call = ToolCall(action, arguments, trigger.raw, trigger.id)
+        self._deciding.action = action
+        try:
+            report = executor.execute(
+                [call], [], trajectory_id=self._trajectory_id, turn=self._turn - 1
+            )
+        finally:
+            self._deciding.action = None
+        self._submission_events.extend(report.risk_events)
+        self._routed.append((trigger.id, action))
+        result = report.results[0]
+        return None if result.ok else result.content
+
     def _route(self, call: ToolCall) -> ToolCall:
-        """``call`` renamed to the shop action it submits, if any (see the module docstring)."""
+        """``call`` renamed to the shop action it submits, if any (see the module docstring);
+        also notes the agent's call that runs now (what a gate decision is charged to)."""
+        if getattr(self._deciding, "action", None) is None:
+            self._current = call
         if call.name not in ("click", "press") or not isinstance(call.arguments, dict):
             return call
         action = self._form_action(call.name, call.arguments)
@@ -310,6 +370,7 @@ class WebShopEnv(ToolEnv):
         """
         seed = self.start_episode(seed, options)
         self.task = make_task(seed, self.task_kinds)
+        self._current, self._submission_events = None, []
         self._reopen()
         db.seed_database(self.db_path, self.task)
         self.page.reset()
@@ -354,9 +415,13 @@ class WebShopEnv(ToolEnv):
             info = {"actions": 0, "page": self.page.path, **self.grade.as_info()}
             return Observation(messages=()), self.grade.success, True, False, info
         self._routed = []
-        report = self.run_tools(action)
+        try:
+            report = self.run_tools(action)
+        finally:
+            self._current = None  # no call runs: a submission now is refused
+        submitted, self._submission_events = self._submission_events, []
         self.grade = db.grade(self.db_path, self.task)
-        events = [*report.risk_events, *self._risk_events(before)]
+        events = [*report.risk_events, *submitted, *self._risk_events(before)]
         truncated = self._turn >= self.max_steps
         if truncated:
             self.end_episode()

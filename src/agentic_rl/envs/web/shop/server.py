@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +40,16 @@ class ShopServer:
 
     Args:
         db_path: the shop's SQLite database.
+        gate: decides every state-changing request (``create_app``'s ``gate``; a
+            :class:`~agentic_rl.envs.web.shop.gate.SubmissionGate`); None refuses them all.
 
     Attributes:
         port: the bound port once :meth:`start` ran, else None.
     """
 
-    def __init__(self, db_path: str | Path):
+    def __init__(self, db_path: str | Path, gate: Callable[[str], str | None] | None = None):
         self.db_path = Path(db_path)
+        self.gate = gate
         self.port: int | None = None
         self._server: Any = None
         self._finalizer: weakref.finalize | None = None
@@ -82,7 +86,11 @@ class ShopServer:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
         handler = type("KeepAliveHandler", (WSGIRequestHandler,), {"protocol_version": "HTTP/1.1"})
         server = make_server(
-            "127.0.0.1", 0, create_app(self.db_path), threaded=True, request_handler=handler
+            "127.0.0.1",
+            0,
+            create_app(self.db_path, self.gate),
+            threaded=True,
+            request_handler=handler,
         )
         thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
