@@ -192,14 +192,22 @@ class TemplateChatFormat:
         after = text[text.rfind(_PROBE) + len(_PROBE) :]
         ids = self.encode(after)
         special = set(self.tokenizer.all_special_ids)
-        first = ids[0] if ids else None
-        if first is None or (first not in special and not self._is_added(first)):
-            first = self.tokenizer.eos_token_id
-            if first is None:
-                raise self._fail("no end-of-turn token after an assistant reply, and no EOS")
-        self.eos_token_id: int = int(first)
-        self.end_of_turn = self.decode([first])
-        self.after_end = after.split(self.end_of_turn, 1)[1] if self.end_of_turn in after else ""
+        if not ids or (ids[0] not in special and not self._is_added(ids[0])):
+            raise self._fail(
+                f"it ends an assistant reply with {after[:40]!r}, which does not start with a "
+                "special token of the tokenizer (the policy needs one end-of-turn token to stop on)"
+            )
+        self.eos_token_id: int = int(ids[0])
+        self.end_of_turn = self.decode(ids[:1])
+        self.after_end = after.split(self.end_of_turn, 1)[1]
+        prompt = self._raw([user], True)
+        header = prompt[prompt.rfind("U") + 1 :]
+        opening, closing = self.reasoning_markers or ("", "")
+        #: the generation prompt opens a thought (QwQ, newer R1 distills): replies close it; an
+        #: empty thought prefilled whole (``<think>\n</think>``) leaves replies plain. Either way
+        #: the template never shows the prefilled part again: every later turn is a new segment.
+        self.prefills_thinking = bool(opening) and opening in header
+        self._closes_prefill = self.prefills_thinking and closing not in header
 
     def _is_added(self, token_id: int) -> bool:
         return token_id in getattr(self.tokenizer, "added_tokens_decoder", {})
@@ -334,6 +342,9 @@ class TemplateChatFormat:
             "17 * 23 = 391, plus 9 is 400, and 400 / 8 = 50.",
             "Yes, 400 / 8 = 50.",
         ]
+        if self._closes_prefill:  # what a model writes after the prefilled opening marker
+            closing = self.reasoning_markers[1]  # type: ignore[index]
+            replies = [f"I use the tool.\n{closing}\n\n{r}" for r in replies]
         system = render_tool_system_prompt("You solve arithmetic with the calculator.", [schema])
         start = [Message("system", system), Message("user", "What is (17 * 23 + 9) / 8?")]
         after = [
@@ -362,12 +373,16 @@ class TemplateChatFormat:
             if not env_messages:
                 break
             span = self.next_context(conversation, text, tools)
-            if span is None:
+            if span is not None:
+                ids, text = ids + self.encode(span), text + span
+            elif self.prefills_thinking:  # the template drops the thought: a new segment
+                text = self.render_prompt(conversation, tools)
+                ids = self.encode(text)
+            else:
                 raise self._fail(
                     f"turn {turn + 1}: rendering the conversation with the next messages rewrites "
                     "an earlier turn (the text fed so far is not a prefix of the new rendering)"
                 )
-            ids, text = ids + self.encode(span), text + span
 
     def _compare(self, ids: list[int], conversation, tools, turn: int) -> None:
         adapted, template_tools = self.adapt(conversation, tools)
@@ -378,9 +393,7 @@ class TemplateChatFormat:
             add_generation_prompt=True,
             **self.template_kwargs,
         )
-        whole = list(
-            whole["input_ids"] if isinstance(whole, dict) or hasattr(whole, "keys") else whole
-        )
+        whole = list(whole["input_ids"] if hasattr(whole, "keys") else whole)
         if whole == ids:
             return
         at = next(
