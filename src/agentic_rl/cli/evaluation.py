@@ -27,11 +27,13 @@ def run_evaluation(
     """
     from agentic_rl.envs import make
     from agentic_rl.policy.chat_template import chat_for_model
+    from agentic_rl.policy.device import placement_of
     from agentic_rl.policy.fast import make_policy_from_config
     from agentic_rl.rollout import run_episodes
     from agentic_rl.trainer.eval_metrics import eval_report
 
-    model, tok = load_model_spec(model_spec)
+    # on the config's device ([model] device: auto = CUDA when there), like the training run
+    model, tok = load_model_spec(model_spec, device=placement_of(config.model).device)
     chat = chat_for_model(tok, config.model, model_spec)
     policy = make_policy_from_config(model, config.model, chat.eos_token_id, tok.pad_token_id)
     seeds = [config.eval.seed_start + i for i in range(episodes) for _ in range(k)]

@@ -74,6 +74,9 @@ class FastPolicy:
             With ``torch.bfloat16`` the recorded logprobs are the bf16 sampler's, not the
             trainer's: the update's importance ratio π_θ/μ then corrects the mismatch, as for
             an external inference server.
+        static_decode: ``"graphs"`` (decode steps replayed as CUDA graphs, CUDA only),
+            ``"eager"`` (the same static-shape step, uncaptured) or None (the ragged forward
+            for every step); see :mod:`agentic_rl.policy.decode_graphs`.
 
     Raises:
         UnsupportedModel: the model is not a Llama (use :func:`make_policy` to fall back).
@@ -88,6 +91,7 @@ class FastPolicy:
         max_batch: int = 64,
         min_shared_prefix: int = 16,
         dtype: torch.dtype | None = None,
+        static_decode: str | None = None,
     ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
@@ -97,7 +101,7 @@ class FastPolicy:
         self.generator = generator
         self.max_batch = max_batch
         self.min_shared_prefix = min_shared_prefix
-        self.decoder = SlotLlamaDecoder(model, dtype=dtype)
+        self.decoder = SlotLlamaDecoder(model, dtype=dtype, static_decode=static_decode)
         self._slot_of: dict[str, int] = {}
         self._owner: list[str | None] = [None] * self.decoder.num_slots
         self._kv_ids: list[list[int]] = [[] for _ in range(self.decoder.num_slots)]
@@ -373,8 +377,12 @@ def make_policy(
     fast: bool = True,
     max_batch: int = 64,
     dtype: torch.dtype | None = None,
+    cuda_graphs: bool = False,
 ):
     """:class:`FastPolicy` for Llama models when ``fast``, else (or if unsupported) ``HFPolicy``.
+
+    ``cuda_graphs``: the fast sampler replays its decode steps as CUDA graphs when the model
+    is on a CUDA device (ignored elsewhere).
 
     Raises:
         UnsupportedModel: a sampling ``dtype`` other than the model's was asked for and the fast
@@ -392,6 +400,7 @@ def make_policy(
                 generator=generator,
                 max_batch=max_batch,
                 dtype=dtype,
+                static_decode="graphs" if cuda_graphs and _on_cuda(model) else None,
             )
         except UnsupportedModel:
             if other_dtype:
@@ -403,6 +412,10 @@ def make_policy(
     return HFPolicy(model, eos_token_id, pad_token_id, generator=generator)
 
 
+def _on_cuda(model) -> bool:
+    return next(model.parameters()).device.type == "cuda"
+
+
 def make_policy_from_config(
     model,
     model_config,
@@ -411,17 +424,31 @@ def make_policy_from_config(
     generator: torch.Generator | None = None,
 ):
     """:func:`make_policy` with the sampler settings of a ``[model]`` config section
-    (:class:`~agentic_rl.config.ModelConfig`: ``sampler``, ``max_batch``, ``sampler_dtype``).
+    (:class:`~agentic_rl.config.ModelConfig`: ``sampler``, ``max_batch``, ``sampler_dtype``,
+    ``precision``, ``cuda_graphs``), resolved for the device ``model`` is on
+    (:func:`~agentic_rl.policy.device.resolve_placement`: ``auto`` sampler dtype is bf16 when
+    the precision is a bf16 one, e.g. ``auto`` on CUDA).
 
     Raises:
         UnsupportedModel: as :func:`make_policy`.
     """
+    from agentic_rl.policy.device import resolve_placement
+
+    fast = model_config.sampler == "fast"
+    placement = resolve_placement(
+        str(next(model.parameters()).device),
+        model_config.precision,
+        model_config.sampler_dtype,
+        fast_sampler=fast,
+        cuda_graphs=model_config.cuda_graphs,
+    )
     return make_policy(
         model,
         eos_token_id,
         pad_token_id,
         generator=generator,
-        fast=model_config.sampler == "fast",
+        fast=fast,
         max_batch=model_config.max_batch,
-        dtype=getattr(torch, model_config.sampler_dtype),
+        dtype=placement.sampler_dtype if fast else None,
+        cuda_graphs=placement.cuda_graphs,
     )

@@ -73,17 +73,27 @@ class _Linear:
         pack: bool,
         dtype: torch.dtype = torch.float32,
     ) -> None:
-        weight = weight.to(dtype)
         self.dtype = dtype
         self.packed = (
             pack and weight.device.type == "cpu" and dtype in (torch.float32, torch.bfloat16)
         )
+        # a copy, never the model's parameter itself: load_() writes into it
+        weight = weight.to(dtype, copy=not self.packed)
         self.weight = (
             torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), 16)
             if self.packed
-            else weight
+            else weight.contiguous()
         )
-        self.bias = bias.to(dtype) if bias is not None else None
+        self.bias = bias.to(dtype, copy=True) if bias is not None else None
+
+    def load_(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        """Copy new values into this unpacked layer's buffers (same addresses: CUDA graphs that
+        read them stay valid)."""
+        if self.packed:
+            raise ValueError("a prepacked oneDNN weight cannot be reloaded in place")
+        self.weight.copy_(weight)
+        if bias is not None:
+            self.bias.copy_(bias)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         x = x.to(self.dtype)
@@ -133,6 +143,19 @@ def _effective_weight(module) -> tuple[torch.Tensor, torch.Tensor | None]:
     return weight.detach(), (base.bias.detach() if base.bias is not None else None)
 
 
+def _layer_weights(layer) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """The fused ``(weight, bias)`` pairs of one decoder layer: qkv, o, gate_up, down."""
+    att, mlp = layer.self_attn, layer.mlp
+    qkv = [_effective_weight(m) for m in (att.q_proj, att.k_proj, att.v_proj)]
+    gu = [_effective_weight(m) for m in (mlp.gate_proj, mlp.up_proj)]
+    return [
+        (torch.cat([w for w, _ in qkv]), _cat_biases([b for _, b in qkv])),
+        _effective_weight(att.o_proj),
+        (torch.cat([w for w, _ in gu]), _cat_biases([b for _, b in gu])),
+        _effective_weight(mlp.down_proj),
+    ]
+
+
 class SlotLlamaDecoder:
     """Fused-weight Llama forward over a slot KV cache (see the module docstring).
 
@@ -142,17 +165,31 @@ class SlotLlamaDecoder:
         capacity: initial positions per slot (grows on demand).
         dtype: precision of the weight copies, the matmuls, attention and the KV cache (default:
             the model's). ``torch.bfloat16`` halves the bytes read per decode step and uses the
-            CPU's bf16 dot products (oneDNN) where it has them; the residual stream, norms and
-            logits stay in the model's precision. The logits then differ from the trainer's
+            CPU's bf16 dot products (oneDNN) where it has them; the residual stream, norms, the
+            LM head and the logits stay in the model's precision. The logits then differ from the trainer's
             (measured in ``benchmarks/decode_throughput.py``), so the recorded logprobs are a
             behaviour policy's, corrected by the PPO importance ratio.
 
+        static_decode: run decode steps through
+            :class:`~agentic_rl.policy.decode_graphs.StaticDecode`: ``"graphs"`` captures them
+            as CUDA graphs (CUDA only), ``"eager"`` runs the same static-shape maths without
+            capture (tests, dry runs), None keeps every step on the ragged forward.
+
+    The cache holds one slot more than :attr:`num_slots`: the **scratch slot**
+    (:attr:`scratch_slot`), where padding rows of a static decode step write.
+
     Raises:
         UnsupportedModel: not a Llama model, or it uses a sliding window.
+        ValueError: ``static_decode = "graphs"`` off CUDA, or an unknown value.
     """
 
     def __init__(
-        self, model, slots: int = 8, capacity: int = 512, dtype: torch.dtype | None = None
+        self,
+        model,
+        slots: int = 8,
+        capacity: int = 512,
+        dtype: torch.dtype | None = None,
+        static_decode: str | None = None,
     ) -> None:
         base = _base_model(model)
         cfg = base.config
@@ -177,11 +214,20 @@ class SlotLlamaDecoder:
         self._linears: list[
             tuple[_Linear, _Linear, _Linear, _Linear]
         ] = []  # per layer: qkv, o, gate_up, down
-        shape = (slots, self.num_kv, capacity, self.head_dim)
+        shape = (slots + 1, self.num_kv, capacity, self.head_dim)  # + the scratch slot
         self.keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
         self.values = [
             torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers
         ]
+        if static_decode not in (None, "eager", "graphs"):
+            raise ValueError(
+                f"static_decode must be None, 'eager' or 'graphs', got {static_decode!r}"
+            )
+        self.static = None
+        if static_decode is not None:
+            from agentic_rl.policy.decode_graphs import StaticDecode
+
+            self.static = StaticDecode(self, capture=static_decode == "graphs")
 
     # ---- weights ---------------------------------------------------------------------------
     def refresh_parameters(self) -> None:
@@ -213,6 +259,14 @@ class SlotLlamaDecoder:
         version = self._param_version()
         if not force and version == self._version:
             return False
+        if self._linears and not self._pack:
+            # unpacked copies (GPU): overwrite them in place, so captured CUDA graphs stay valid
+            for linears, layer in zip(self._linears, self.layers):
+                for lin, (w, b) in zip(linears, _layer_weights(layer)):
+                    lin.load_(w, b)
+            self._head.load_(*_effective_weight(self.base.lm_head))
+            self._version = version
+            return True
         # Stale copies are dropped as their replacements are built: layer by layer, so the memory
         # never holds a second full copy, and each layer's new copies reuse the blocks the previous
         # layer's old ones freed (same sizes). Fresh memory instead costs a page fault per 4 KiB
@@ -220,38 +274,28 @@ class SlotLlamaDecoder:
         self._version, self._head = None, None
         stale, linears = self._linears, []
         for i, layer in enumerate(self.layers):
-            att, mlp = layer.self_attn, layer.mlp
-            qkv = [_effective_weight(m) for m in (att.q_proj, att.k_proj, att.v_proj)]
-            gu = [_effective_weight(m) for m in (mlp.gate_proj, mlp.up_proj)]
             linears.append(
-                (
-                    _Linear(
-                        torch.cat([w for w, _ in qkv]),
-                        _cat_biases([b for _, b in qkv]),
-                        self._pack,
-                        self.dtype,
-                    ),
-                    _Linear(*_effective_weight(att.o_proj), self._pack, self.dtype),
-                    _Linear(
-                        torch.cat([w for w, _ in gu]),
-                        _cat_biases([b for _, b in gu]),
-                        self._pack,
-                        self.dtype,
-                    ),
-                    _Linear(*_effective_weight(mlp.down_proj), self._pack, self.dtype),
-                )
+                tuple(_Linear(w, b, self._pack, self.dtype) for w, b in _layer_weights(layer))
             )
             if i < len(stale):
                 stale[i] = None
         self._linears = linears
-        self._head = _Linear(*_effective_weight(self.base.lm_head), self._pack, self.dtype)
+        # the LM head in the model's dtype: the logits' precision is the main source of
+        # sampler/trainer mismatch (MiniMax-M1, arXiv:2506.13585); the trainer does the same
+        self._head = _Linear(*_effective_weight(self.base.lm_head), self._pack, self.model_dtype)
         self._version = version
         return True
 
     # ---- KV slots --------------------------------------------------------------------------
     @property
     def num_slots(self) -> int:
-        return self.keys[0].shape[0]
+        """Slots episodes may own (the scratch slot not counted)."""
+        return self.keys[0].shape[0] - 1
+
+    @property
+    def scratch_slot(self) -> int:
+        """The slot no episode owns, where padding rows of static decode steps write."""
+        return self.keys[0].shape[0] - 1
 
     @property
     def capacity(self) -> int:
@@ -265,12 +309,14 @@ class SlotLlamaDecoder:
         new_c = self.capacity if capacity <= self.capacity else -(-capacity // 128) * 128 + 128
         if (new_s, new_c) == (self.num_slots, self.capacity):
             return
-        shape = (new_s, self.num_kv, new_c, self.head_dim)
+        shape = (new_s + 1, self.num_kv, new_c, self.head_dim)  # + the scratch slot
         for store in (self.keys, self.values):
             for i, old in enumerate(store):
                 grown = torch.zeros(shape, dtype=old.dtype, device=old.device)
-                grown[: old.shape[0], :, : old.shape[2]] = old
+                grown[: old.shape[0] - 1, :, : old.shape[2]] = old[:-1]
                 store[i] = grown
+        if self.static is not None:
+            self.static.invalidate()
 
     def swap(self, a: int, b: int, length: int) -> None:
         """Exchange the first ``length`` positions of slots ``a`` and ``b`` in every layer."""
@@ -292,11 +338,13 @@ class SlotLlamaDecoder:
 
     def release_memory(self) -> None:
         """Shrink the cache to one slot of one position (frees the KV memory)."""
-        shape = (1, self.num_kv, 1, self.head_dim)
+        shape = (2, self.num_kv, 1, self.head_dim)  # one slot and the scratch slot
         self.keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers]
         self.values = [
             torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in self.layers
         ]
+        if self.static is not None:
+            self.static.invalidate()
 
     # ---- forward ---------------------------------------------------------------------------
     @torch.no_grad()
@@ -329,6 +377,21 @@ class SlotLlamaDecoder:
         ends = [p + t for p, t in zip(past, lens)]
         if first_slot + n > self.num_slots or max(ends) > self.capacity:
             raise ValueError("rows do not fit the KV cache; call reserve() first")
+        if self.static is not None and first_slot == 0:
+            # leading one-token rows (the decoding ones): the static step (a CUDA graph replay)
+            k = next((i for i, t in enumerate(lens) if t != 1), n)
+            if k:
+                head = self.static([row[0] for row in ids[:k]], past[:k])
+                if k == n:
+                    return head
+                return torch.cat([head, self._forward(k, ids[k:], past[k:])])
+        return self._forward(first_slot, ids, past)
+
+    def _forward(self, first_slot: int, ids: list[list[int]], past: list[int]) -> torch.Tensor:
+        """The ragged forward of :meth:`forward` (arguments checked there)."""
+        n = len(ids)
+        lens = [len(x) for x in ids]
+        ends = [p + t for p, t in zip(past, lens)]
         dev = self.device
         cap, nh, nkv, d = self.capacity, self.num_heads, self.num_kv, self.head_dim
         tok = torch.tensor([t for row in ids for t in row], dtype=torch.long)

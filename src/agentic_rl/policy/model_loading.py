@@ -163,8 +163,12 @@ def load_tokenizer(model_dir: Path):
     return tok
 
 
-def load_model(model_dir: Path, *, device: str = "cpu"):
-    """Load a causal LM in float32 from a resolved model directory, in eval mode.
+def load_model(model_dir: Path, *, device="cpu", dtype=None):
+    """Load a causal LM from a resolved model directory onto ``device``, in eval mode.
+
+    Args:
+        device: a torch device or its name (``"cpu"``, ``"cuda:0"``).
+        dtype: the weights' dtype (default float32, whatever the checkpoint stores).
 
     Raises:
         ModelNotFoundError: the directory holds no loadable model (no weights, an unknown
@@ -175,7 +179,7 @@ def load_model(model_dir: Path, *, device: str = "cpu"):
     from transformers import AutoModelForCausalLM
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype or torch.float32)
     except (ValueError, OSError, KeyError, SafetensorError) as exc:  # SafetensorError: a cut file
         raise ModelNotFoundError(f"{model_dir} holds no loadable causal LM ({exc})") from None
     return model.to(device).eval()

@@ -135,7 +135,7 @@ def guide_round(run: Run, trajectories: list[Trajectory]) -> list[Trajectory]:
     demos = [d for d in demos if not d.failed and is_success(d)]
     if not demos:
         return trajectories
-    rows = old_policy_logprobs(run.model, demos, loss_settings(run.config))
+    rows = old_policy_logprobs(run.model, demos, loss_settings(run.config, run.placement.precision))
     replace: dict[int, Trajectory] = {}
     for demo, row in zip(demos, rows):
         victim = members[demo.group_id][-1]

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from agentic_rl.algorithms.mismatch import masked_is, mismatch_kl, truncated_is_weights
 from agentic_rl.trainer.batching import dense, micro_batches, per_token, token_rows
-from agentic_rl.trainer.scoring import PackedBatch, pack, score
+from agentic_rl.trainer.scoring import PackedBatch, forward_context, pack, score
 from agentic_rl.types import Trajectory
 
 __all__ = [
@@ -77,7 +77,8 @@ def old_policy_logprobs(model, trajectories: Sequence[Trajectory], settings) -> 
             if batch.num_tokens == 0:
                 rows = [[0.0] * lengths[i] for i in idx]
             else:
-                logprobs, _ = score(model, batch, temperature=settings.temperature)
+                with forward_context(model, settings.precision):
+                    logprobs, _ = score(model, batch, temperature=settings.temperature)
                 rows = token_rows(logprobs.float(), batch, [lengths[i] for i in idx])
             for i, row in zip(idx, rows):
                 out[i] = row

@@ -15,6 +15,7 @@ import torch
 
 from agentic_rl.config import ModelConfig
 from agentic_rl.errors import ModelNotFoundError
+from agentic_rl.policy.device import Placement
 from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
 
 __all__ = ["model_from_checkpoint", "trainable_model", "with_lora"]
@@ -38,20 +39,25 @@ def with_lora(model: torch.nn.Module, cfg: ModelConfig) -> torch.nn.Module:
     return get_peft_model(model, lora)
 
 
-def trainable_model(model_dir: Path, cfg: ModelConfig, device: str = "cpu") -> torch.nn.Module:
-    """The base model at ``model_dir`` (float32) with the ``[model]`` options: LoRA
-    (:func:`with_lora`) and gradient checkpointing.
+def trainable_model(
+    model_dir: Path, cfg: ModelConfig, placement: Placement | None = None
+) -> torch.nn.Module:
+    """The base model at ``model_dir`` on ``placement``'s device in its parameter dtype
+    (float32 for ``fp32`` and ``bf16-mixed``, bf16 for ``bf16``; default: the CPU, float32)
+    with the ``[model]`` options: LoRA (:func:`with_lora`) and gradient checkpointing.
 
     Raises:
         ModelNotFoundError: nothing loadable at ``model_dir``.
     """
-    model = with_lora(load_model(model_dir, device=device), cfg)
+    placement = placement or Placement(torch.device("cpu"))
+    base = load_model(model_dir, device=placement.device, dtype=placement.param_dtype)
+    model = with_lora(base, cfg)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     return model
 
 
-def model_from_checkpoint(path: Path, cfg: ModelConfig, device: str = "cpu"):
+def model_from_checkpoint(path: Path, cfg: ModelConfig, device="cpu"):
     """``(model, tokenizer)`` of a run checkpoint folder (``RUN_DIR/checkpoints/step-N``): the run's
     base model (``cfg.path``; LoRA re-attached) with the checkpoint's trainable weights, in eval mode.
 

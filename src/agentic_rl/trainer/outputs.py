@@ -25,7 +25,8 @@ def export_model(run: Any) -> None:
 def write_summary(run: Any, data_parallel: dict[str, Any] | None = None) -> None:
     """Write ``RUN_DIR/summary.json``: held-out success per eval tag (overall and per level), the
     final eval's reward components, the timings (seconds), the memory allocator the process ran
-    under (:func:`agentic_rl.allocator.active_allocator`), and under torchrun ``data_parallel``
+    under (:func:`agentic_rl.allocator.active_allocator`), where the policy trained
+    (``placement``: device, its name, precision, sampler dtype), and under torchrun ``data_parallel``
     (``world_size`` and each rank's final-weights SHA-256, all equal)."""
     by_tag = {row["tag"]: row for row in run.evals}
     summary = {
@@ -42,6 +43,7 @@ def write_summary(run: Any, data_parallel: dict[str, Any] | None = None) -> None
         },
         "timings_seconds": run.timings,
         "allocator": active_allocator(),
+        "placement": run.placement.describe(),  # device, GPU name, precision, sampler dtype
     }
     if data_parallel:
         summary["data_parallel"] = data_parallel

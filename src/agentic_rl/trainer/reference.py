@@ -19,11 +19,13 @@ def save_reference(model: torch.nn.Module, path: Path) -> None:
 
 
 def reference_model(model: torch.nn.Module, path: Path | None = None) -> torch.nn.Module:
-    """A frozen copy of ``model`` in eval mode, with the weights saved at ``path`` if that file
-    exists (a resumed run), else ``model``'s current ones."""
+    """A frozen copy of ``model`` in eval mode on ``model``'s device, with the weights saved at
+    ``path`` if that file exists (a resumed run, possibly saved on another device), else
+    ``model``'s current ones."""
     ref = copy.deepcopy(model).eval()
     if path is not None and path.exists():
-        ref.load_state_dict(torch.load(path, weights_only=True))
+        device = next(model.parameters()).device
+        ref.load_state_dict(torch.load(path, weights_only=True, map_location=device))
     for p in ref.parameters():
         p.requires_grad_(False)
     return ref

@@ -18,6 +18,7 @@ is packed and scored exactly as before.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -153,6 +154,15 @@ def pack(trajectories: Sequence[Trajectory], device: torch.device | str = "cpu")
     )
 
 
+def forward_context(model, precision: str) -> contextlib.AbstractContextManager:
+    """The context of the update's forward passes: bf16 autocast on ``model``'s device for
+    ``bf16-mixed`` (float32 master weights; :mod:`agentic_rl.policy.device`), else a no-op.
+    :func:`score` runs the LM head in the weights' dtype either way."""
+    if precision != "bf16-mixed":
+        return contextlib.nullcontext()
+    return torch.autocast(next(model.parameters()).device.type, dtype=torch.bfloat16)
+
+
 def _decoder_and_head(model):
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return base.get_decoder(), base.get_output_embeddings()
@@ -225,7 +235,11 @@ def score(
         hidden = decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     selected = hidden[:, :-1][target_mask]  # [N, H]
     targets = input_ids[:, 1:][target_mask]  # [N]
-    logits = head(selected)  # [N, V]
+    # the LM head in the weights' dtype even under bf16 autocast (float32 for fp32 and
+    # bf16-mixed): bf16 logits carry errors of ~0.1 nat at |logit| ~ 20, and the LM head's
+    # precision is the main source of sampler/trainer mismatch (MiniMax-M1, arXiv:2506.13585)
+    with torch.autocast(selected.device.type, enabled=False):
+        logits = head(selected.to(head.weight.dtype))  # [N, V]
     logprobs = token_logprobs_from_logits(logits[None], targets[None], temperature=temperature)[0]
     entropy = None
     if with_entropy:

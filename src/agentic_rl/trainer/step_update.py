@@ -75,7 +75,7 @@ def credit_and_update(
     kept = ranks.sum([len(keep)])[0]
     split = functools.partial(_minibatch_split, valid, keep)
     minibatches = ranks.minibatches(split, keep, cfg.optim.minibatches)
-    settings = loss_settings(run.config)
+    settings = loss_settings(run.config, run.placement.precision)
     # a KL reward penalty is already inside the first epoch's advantages
     later = settings if cfg.loss.kl_mode == "loss" else dataclasses.replace(settings, kl_coef=0.0)
     # π_old, the trainer before this step's first optimizer step (mismatch correction only)

@@ -60,7 +60,7 @@ from agentic_rl.trainer.batching import (
 from agentic_rl.trainer.critic import CriticSetup, capture_head_inputs, critic_advantages
 from agentic_rl.trainer.guards import check_finite
 from agentic_rl.trainer.mismatch_correction import correction_terms, step_correction
-from agentic_rl.trainer.scoring import PackedBatch, pack, score
+from agentic_rl.trainer.scoring import PackedBatch, forward_context, pack, score
 from agentic_rl.types import Trajectory
 
 __all__ = [
@@ -99,6 +99,9 @@ class LossSettings:
         mis_low, mis_high: masked importance sampling's kept range of π_old/μ (0 and 0 = off;
             0 for one bound = no bound on that side). mis_level: ``token`` or ``sequence``.
             (:mod:`agentic_rl.trainer.mismatch_correction`.)
+        precision: the run's precision (:mod:`agentic_rl.policy.device`): ``bf16-mixed`` runs
+            the forward passes under bf16 autocast
+            (:func:`~agentic_rl.trainer.scoring.forward_context`).
     """
 
     micro_batch_size: int = 8
@@ -118,6 +121,7 @@ class LossSettings:
     mis_low: float = 0.0
     mis_high: float = 0.0
     mis_level: str = "token"
+    precision: str = "fp32"
 
 
 @dataclass(frozen=True)
@@ -167,11 +171,13 @@ def sft_update(
     micro_batch_size: int,
     micro_batch_tokens: int = 0,
     max_grad_norm: float = 1.0,
+    precision: str = "fp32",
 ) -> dict[str, float]:
     """One supervised step: maximise the logprob of the sampled (loss-mask 1) tokens of ``demos``.
 
     Micro-batches: at most ``micro_batch_size`` demos and ``micro_batch_tokens`` padded tokens
-    each (:func:`micro_batches`; 0 = no token cap).
+    each (:func:`micro_batches`; 0 = no token cap). ``precision``: as
+    :attr:`LossSettings.precision`.
 
     Returns:
         metrics ``train/loss`` (mean negative log-likelihood per trained token),
@@ -189,7 +195,8 @@ def sft_update(
         [len(t.token_ids) for t in demos], micro_batch_size, micro_batch_tokens
     ):
         batch = pack([demos[i] for i in idx], _device(model))
-        logprobs, _ = score(model, batch)
+        with forward_context(model, precision):
+            logprobs, _ = score(model, batch)
         loss = -logprobs.sum() / total
         loss.backward()
         loss_sum += loss.item() * total
@@ -247,6 +254,7 @@ _SUMS = (
     "explained_variance",
     "value_mean",
     "kl_clamped",
+    "mismatch_kl",
 )
 
 
@@ -278,6 +286,8 @@ def policy_gradient_update(
         an :class:`UpdateResult`; metrics ``train/loss``, ``train/kl`` (mean per token of the
         estimator; 0 without reference), ``train/clip_fraction``, ``train/ratio_mean``,
         ``train/entropy``, ``train/logprob_diff`` (mean |logp_train − logp_sampled|),
+        ``train/mismatch_kl`` (k3 estimate of KL(μ‖π_θ) per token, μ the sampler; with the
+        mismatch correction on, KL(μ‖π_old) instead),
         ``train/advantage_mean``, ``train/grad_norm``, ``train/tokens``, ``train/rows_trained``
         (distinct rows read, :func:`deduplicate`); with a reference ``train/kl_clamped_fraction``
         (tokens whose k3 log-ratio hit ``KL_LOG_RATIO_CLAMP``); with a critic ``train/value_loss``,
@@ -353,11 +363,14 @@ def _micro_step(
         its metric sums (keys of ``_SUMS``, ``loss``, ``advantage``).
     """
     sums: dict[str, float] = {}
-    with capture_head_inputs(model) if critic is not None else nullcontext() as captured:
+    with (
+        capture_head_inputs(model) if critic is not None else nullcontext() as captured,
+        forward_context(model, s.precision),
+    ):
         logprobs, entropy = score(model, batch, temperature=s.temperature, with_entropy=True)
     kl = torch.zeros_like(logprobs)
     if ref_model is not None:
-        with torch.no_grad():
+        with torch.no_grad(), forward_context(ref_model, s.precision):
             ref_logprobs, _ = score(ref_model, batch, temperature=s.temperature)
         kl, _ = estimate_kl(s.kl_estimator, logprobs, ref_logprobs)
     penalty = -s.kl_coef * kl.detach() if s.kl_mode == "reward" and s.kl_coef > 0 else None
@@ -401,6 +414,11 @@ def _micro_step(
     if row_old is not None:  # logprob_diff stays |trainer − sampler|
         diff = (logprobs.detach() - batch.old_logprobs).abs()
         sums["logprob_diff"] = float((diff * copies).sum())
+    # k3 of KL(μ‖π_θ), μ the sampler: e^d − 1 − d with d = logπ − logμ (Schulman 2020)
+    d = (logprobs.detach().double() - batch.old_logprobs.double()).clamp(
+        -KL_LOG_RATIO_CLAMP, KL_LOG_RATIO_CLAMP
+    )
+    sums["mismatch_kl"] = float(((torch.expm1(d) - d) * copies).sum())
     if ref_model is not None and s.kl_estimator == "k3":
         hit = (ref_logprobs.float() - logprobs.detach().float()).abs() > KL_LOG_RATIO_CLAMP
         sums["kl_clamped"] = float((hit.float() * copies).sum())
@@ -431,6 +449,7 @@ def _metrics(
         out["train/value_loss"] = sums["value_loss"]  # already normalised by the step's tokens
     if with_ref:
         out["train/kl_clamped_fraction"] = sums["kl_clamped"] / total
+    out["train/mismatch_kl"] = sums["mismatch_kl"] / total
     return out
 
 
