@@ -147,6 +147,18 @@ def _open_member(source: tuple[str, str]) -> io.BufferedIOBase:
     return zipfile.ZipFile(folder / archive).open(member)  # type: ignore[return-value]
 
 
+def sdist_template(name: str) -> str:
+    """A chat template of the llama-cpp-python sdist's ``models/templates`` folder.
+
+    Raises:
+        FileNotFoundError: the assets are missing. KeyError: no such template.
+    """
+    reason = missing_assets()
+    if reason:
+        raise FileNotFoundError(reason)
+    return _template(name, ("sdist", ""))  # type: ignore[return-value]
+
+
 def _template(name: str | None, source: tuple[str, str]) -> str | None:
     if name is None:
         return None

@@ -21,7 +21,7 @@ from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.tools import calculator, render_tool_system_prompt
 from agentic_rl.types import Message, Observation, StopReason, ToolResult
-from tests.chat_families import FAMILIES, family_tokenizer, template_kwargs
+from tests.chat_families import FAMILIES, family_tokenizer, sdist_template, template_kwargs
 
 FAMILY_CACHE = cache_dir() / "test-tokenizers"
 
@@ -214,6 +214,36 @@ def test_thinking_is_trained_as_sampled_and_shown_as_the_template_shows_it(name)
     assert len(traj.segment_starts) >= 2
     last_prompt = chat.decode(log[-1][0].context_ids)
     assert "I need 17 * 23 first" not in last_prompt
+
+
+def _with_template(family: str, template: str):
+    tok = copy.deepcopy(_family(family))
+    try:
+        tok.chat_template = sdist_template(template)
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    return tok
+
+
+def test_a_template_that_prefills_the_thought():
+    # Qwen3.5's template opens a thought in the generation prompt, and drops it at a new user turn
+    tok = _with_template("qwen3", "Qwen3.5-4B.jinja")
+    chat = TemplateChatFormat(tok, "qwen3.5")
+    assert chat.prefills_thinking
+    replies = [f"Let me see.\n</think>\n\n{r}" for r in REPLIES]
+    traj, log, env = _episode(chat, replies)
+    assert traj.stop_reason == StopReason.TERMINATED
+    _check_contexts_and_sampled_ids(tok, chat, traj, log)
+    # the thoughts stay shown within the tool loop; the new user turn drops them: one rebuild
+    assert len(traj.segment_starts) == 2
+    assert [calls for calls, _ in env.seen] == [["calculator"], ["calculator"] * 2, [], []]
+
+
+def test_a_template_that_moves_the_system_prompt_is_an_error():
+    # Mistral Nemo's template puts the system prompt into the last user turn: it moves every turn
+    tok = _with_template("llama3", "mistralai-Mistral-Nemo-Instruct-2407.jinja")
+    with pytest.raises(ChatTemplateError, match="model nemo: .* rewrites an earlier turn"):
+        TemplateChatFormat(tok, "nemo")
 
 
 def test_a_cut_thought_ends_the_episode_as_a_truncation():
