@@ -28,6 +28,13 @@ MARKERS = [
     "```tool_code",
     "```",
     "```tool_code\n",
+    "<tool_call>",
+    "</tool_call>",
+    "<function=",
+    "</function>",
+    "<parameter=",
+    "</parameter>",
+    ">",
     "<|python_start|>",
     "<|python_end|>",
     ";",
@@ -124,6 +131,8 @@ def _calls(name: str, rng: random.Random) -> str:
             f"{rng.choice([_value(rng), '{}', json.dumps({'expression': '6*7'})])}"
             for _ in range(n)
         )
+    if name == "qwen3_coder":
+        return "".join(_xml_call(rng) for _ in range(n))
     if name == "pythonic":
         body = ", ".join(_py_call(rng) for _ in range(n))
         return f"{rng.choice(['', '<|python_start|>'])}[{body}{rng.choice([']', ']', ''])}"
@@ -133,6 +142,18 @@ def _calls(name: str, rng: random.Random) -> str:
         for _ in range(n)
     ]
     return rng.choice(["", "Let me check.\n"]) + "\n".join(blocks)
+
+
+def _xml_call(rng: random.Random) -> str:
+    params = "".join(
+        f"<parameter={rng.choice(['expression', 'seed', 'x', ''])}>\n"
+        f"{rng.choice([_value(rng), '6*7', rng.choice(ATOMS)])}\n"
+        f"{rng.choice(['</parameter>', '</parameter>', ''])}\n"
+        for _ in range(rng.randint(0, 3))
+    )
+    name = rng.choice(NAMES) if rng.random() < 0.5 else "calculator"
+    close = rng.choice(["</function>\n</tool_call>"] * 4 + ["", "</function>", "</tool_call>"])
+    return f"<tool_call>\n<function={name}>\n{params}{close}"
 
 
 def _case(name: str, rng: random.Random) -> str:
@@ -150,7 +171,7 @@ def _case(name: str, rng: random.Random) -> str:
     return text
 
 
-@pytest.mark.parametrize("name", ["llama3_json", "mistral", "pythonic", "gemma"])
+@pytest.mark.parametrize("name", ["llama3_json", "mistral", "pythonic", "gemma", "qwen3_coder"])
 def test_fuzz_format_parser(name):
     parse = get_tool_format(name).parse
     rng = random.Random(35)

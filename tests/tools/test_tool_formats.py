@@ -19,6 +19,7 @@ from agentic_rl.tools.definition.formats import (
 from agentic_rl.tools.definition.json_calls import parse_llama3_json, parse_mistral
 from agentic_rl.tools.definition.parser import in_call_order
 from agentic_rl.tools.definition.pythonic_calls import parse_gemma, parse_pythonic
+from agentic_rl.tools.definition.xml_calls import parse_qwen3_coder
 from agentic_rl.types import ToolCall
 
 CALLS = (
@@ -62,6 +63,12 @@ def test_a_plain_answer_has_no_calls(name):
             "gemma",
             '```tool_code\ncalculator(expression="6*7")\ncalculator(expression=x)\n```',
             "not a literal",
+        ),
+        (
+            "qwen3_coder",
+            "<tool_call>\n<function=calculator>\n<parameter=expression>\n6*7\n</parameter>\n"
+            "</function>\n</tool_call><tool_call><function=calculator></tool_call>",
+            "missing closing </function>",
         ),
     ],
 )
@@ -143,8 +150,32 @@ def test_lone_surrogates_become_valid_text_in_every_format():
         calls[0].name.encode("utf-8")
 
 
+def test_qwen3_coder_values_json_or_text_and_repeated_parameters():
+    text = (
+        "Calling.\n<tool_call>\n<function=search>\n<parameter=query>\nrain in\nParis\n</parameter>\n"
+        '<parameter=k>\n3\n</parameter>\n<parameter=opts>\n{"a": [1, "\\ud800"]}\n</parameter>\n'
+        "</function>\n</tool_call>"
+    )
+    (call,), errors = parse_qwen3_coder(text, 4)
+    assert errors == () and call.id == "call_4_0"
+    assert call.arguments == {"query": "rain in\nParis", "k": 3, "opts": {"a": [1, "\ufffd"]}}
+    twice = "<parameter=x>1</parameter><parameter=x>2</parameter>"
+    _, errors = parse_qwen3_coder(f"<tool_call><function=a>{twice}</function></tool_call>")
+    assert "given twice" in errors[0].message
+    prose = "prose<parameter=x>1</parameter>"
+    _, errors = parse_qwen3_coder(f"<tool_call><function=a>{prose}</function></tool_call>")
+    assert "unexpected text between parameters" in errors[0].message
+
+
 def test_registry_and_unknown_names():
-    assert set(TOOL_FORMATS) == {"hermes", "llama3_json", "mistral", "pythonic", "gemma"}
+    assert set(TOOL_FORMATS) == {
+        "hermes",
+        "llama3_json",
+        "mistral",
+        "pythonic",
+        "gemma",
+        "qwen3_coder",
+    }
     with pytest.raises(ValueError, match="unknown tool format 'xml'; known: hermes"):
         get_tool_format("xml")
 
@@ -153,6 +184,7 @@ def test_registry_and_unknown_names():
     ("template", "name"),
     [
         ("{{ '<tool_call>' }}", "hermes"),
+        ("{{ '<tool_call>\\n<function=' }}", "qwen3_coder"),
         ("{{ '[TOOL_CALLS]' }}", "mistral"),
         ("{{ '<|python_tag|>' }}", "llama3_json"),
         ("{{ '<start_of_turn>' }}", "gemma"),
@@ -208,6 +240,12 @@ def _cpu_seconds(parse, text: str) -> float:
         (parse_gemma, "```tool_code\n"),
         (parse_gemma, "```tool_code\nf(a=1)\n```"),
         (parse_gemma, "```tool_code\nf(a=[1,\n```"),
+        (parse_qwen3_coder, "<tool_call>"),
+        (parse_qwen3_coder, "<tool_call><function=a><parameter=x>"),
+        (
+            parse_qwen3_coder,
+            "<tool_call><function=a><parameter=x>[1,</parameter></function></tool_call>",
+        ),
     ],
 )
 def test_adversarial_messages_parse_in_linear_time(parse, unit):

@@ -47,7 +47,7 @@ class ModelConfig:
             ``auto`` (ChatML's fast path when the model's template renders plain ChatML, as
             SmolLM2's does, else the model's own Jinja template), ``chatml`` or ``template``.
         tool_format: how the model writes tool calls: ``auto`` (read from its chat template) or
-            ``hermes``, ``llama3_json``, ``mistral``, ``pythonic``, ``gemma``
+            ``hermes``, ``llama3_json``, ``mistral``, ``pythonic``, ``gemma``, ``qwen3_coder``
             (:mod:`agentic_rl.tools.definition.formats`).
         chat_template_kwargs: extra variables of the chat template (e.g. ``enable_thinking``,
             ``date_string``).
@@ -65,7 +65,7 @@ class ModelConfig:
     sampler_dtype: str = one_of("float32", "float32", "bfloat16")
     chat_format: str = one_of("auto", "auto", "chatml", "template")
     tool_format: str = one_of(
-        "auto", "auto", "hermes", "llama3_json", "mistral", "pythonic", "gemma"
+        "auto", "auto", "hermes", "llama3_json", "mistral", "pythonic", "gemma", "qwen3_coder"
     )
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 

@@ -16,6 +16,8 @@ and how a tool result is wrapped when the model's chat template has no ``tool`` 
   :func:`~agentic_rl.tools.definition.pythonic_calls.parse_pythonic`.
 * ``gemma``: ``tool_code`` fenced blocks of Python calls (Gemma 2/3);
   :func:`~agentic_rl.tools.definition.pythonic_calls.parse_gemma`.
+* ``qwen3_coder``: ``<tool_call><function=NAME><parameter=KEY>value</parameter></function>
+  </tool_call>`` (Qwen3-Coder, Qwen3.5); :func:`~agentic_rl.tools.definition.xml_calls.parse_qwen3_coder`.
 
 ``model.tool_format = "auto"`` reads the format from the chat template's text
 (:func:`detect_tool_format`): the markers a template writes or teaches name its format; a template
@@ -43,6 +45,7 @@ from agentic_rl.tools.definition.pythonic_calls import (
     parse_gemma,
     parse_pythonic,
 )
+from agentic_rl.tools.definition.xml_calls import FUNCTION_OPEN, parse_qwen3_coder
 from agentic_rl.types import ToolCall, ToolCallError
 
 __all__ = [
@@ -88,6 +91,20 @@ def _mistral_calls(calls: Sequence[ToolCall]) -> str:
 
 def _pythonic_calls(calls: Sequence[ToolCall]) -> str:
     return "[" + ", ".join(_py_call(c) for c in calls) + "]"
+
+
+def _xml_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _qwen3_coder_calls(calls: Sequence[ToolCall]) -> str:
+    def one(call: ToolCall) -> str:
+        params = "".join(
+            f"<parameter={k}>\n{_xml_value(v)}\n</parameter>\n" for k, v in call.arguments.items()
+        )
+        return f"{OPEN_TAG}\n{FUNCTION_OPEN}{call.name}>\n{params}</function>\n{CLOSE_TAG}"
+
+    return "\n".join(one(c) for c in calls)
 
 
 def _gemma_calls(calls: Sequence[ToolCall]) -> str:
@@ -162,6 +179,13 @@ TOOL_FORMATS: dict[str, ToolFormat] = {
             _gemma_calls,
             result_wrapper="```tool_output\n{content}\n```",
         ),
+        ToolFormat(
+            "qwen3_coder",
+            parse_qwen3_coder,
+            f"{OPEN_TAG}\\n{FUNCTION_OPEN}NAME>\\n<parameter=KEY>\\nvalue\\n</parameter>\\n"
+            f"</function>\\n{CLOSE_TAG}",
+            _qwen3_coder_calls,
+        ),
     )
 }
 #: the values of ``model.tool_format``
@@ -183,6 +207,7 @@ def get_tool_format(name: str) -> ToolFormat:
 
 #: markers in a chat template's text, in the order they are looked for, and the format they name
 _MARKERS: tuple[tuple[str, str], ...] = (
+    (FUNCTION_OPEN, "qwen3_coder"),
     (OPEN_TAG, "hermes"),
     (TOOL_CALLS, "mistral"),
     (GEMMA_OPEN, "gemma"),
