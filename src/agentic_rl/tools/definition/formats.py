@@ -237,13 +237,13 @@ def convert_hermes_reply(text: str, fmt: ToolFormat) -> str:
     The envs' oracles (and hand-written demonstrations) speak Hermes; a model of another
     format is shown its own syntax. A reply with no Hermes call, or with a malformed one, is
     returned unchanged; so is every reply when ``fmt`` is Hermes. The prose before the first
-    call is kept, unless ``fmt.calls_own_reply``.
+    call is kept as written (whitespace included), unless ``fmt.calls_own_reply``.
     """
     if fmt.name == "hermes" or OPEN_TAG not in text:
         return text
     calls, errors = parse_tool_calls(text)
     if errors or not calls:
         return text
-    prose = text[: text.find(OPEN_TAG)].rstrip()
+    prose = text[: text.find(OPEN_TAG)]  # verbatim: a template may show its whitespace again
     written = fmt.write_calls(calls)
-    return written if fmt.calls_own_reply or not prose else f"{prose}\n{written}"
+    return written if fmt.calls_own_reply else prose + written
