@@ -2,7 +2,9 @@
 # Installs what the test suite needs beyond `make install-test`, where this machine allows it:
 #   1. Debian packages (apt-get, as root only): the tool sandbox, the browser, the proof checker;
 #   2. the optional extras into $VENV (pip);
-#   3. the separate virtualenvs (`make install-verifiers`, `make install-vllm`).
+#   3. the separate virtualenvs (`make install-verifiers`, `make install-vllm`);
+#   4. data fetched at install time: swe-repo-v0's pinned repositories (PyPI sdists, SHA-256
+#      checked, into the user cache; `python -m agentic_rl.envs.swe_repo fetch`, ~1 min fresh).
 # `make test` runs it (target install-test-deps) and so does .ci/run: the steps are written here
 # once. Each step is idempotent and a second run is quick: Debian packages are checked with
 # dpkg-query, the extras with a stamp ($VENV/.installed-extras, holding a hash of pyproject.toml
@@ -12,7 +14,7 @@
 #
 # Environment:
 #   VENV, VLLM_VENV, VERIFIERS_VENV, PYTHON, MAKE  as in the Makefile (make passes them)
-#   TEST_DEPS_SKIP  space-separated steps to leave out: apt extras verifiers vllm
+#   TEST_DEPS_SKIP  space-separated steps to leave out: apt extras verifiers vllm data
 #                   (e.g. TEST_DEPS_SKIP=vllm make test: vLLM's CPU build costs ~3 min to install)
 #
 # To add a dependency: a Debian package goes in APT_PACKAGES, a pyproject extra in PIP_EXTRAS, a
@@ -26,6 +28,7 @@ APT_PACKAGES=(
   chromium        # miniwob/*-v0, web-shop-v0's Chromium mode, the trajectory viewer's browser test
   chromium-driver
   coq             # coq-proof-v0's checker (coqc)
+  git             # swe-repo-v0's workspaces are git repositories
 )
 # textworld (jericho compiles with gcc, ~61 s fresh), embeddings (an 83 MB model wheel), mcp, web,
 # skyrl, openenv (~45 s fresh), bench (trl, < 1 MB: the peer side of benchmarks/grpo_step_vs_trl.py)
@@ -118,6 +121,19 @@ install_venvs() {
   done
 }
 
+install_data() {
+  if skipped data; then note "data: skipped (TEST_DEPS_SKIP)"; return; fi
+  if "$VENV/bin/python" -m agentic_rl.envs.swe_repo check >/dev/null 2>&1; then
+    note "data: swe-repo-v0's repositories are fetched"
+    return
+  fi
+  note "data: fetching swe-repo-v0's repositories (pinned sdists from PyPI)"
+  if ! "$VENV/bin/python" -m agentic_rl.envs.swe_repo fetch; then
+    note "WARNING: swe-repo-v0's repositories did not fetch; its tests skip"
+    PROBLEMS+=("swe-repo-v0 repositories not fetched")
+  fi
+}
+
 # the chat-template test assets (tests/chat_families.py): llama-cpp-python's source archive (its
 # chat templates and vocabulary files, never built) and the first chunks of two split GGUF model
 # packages (their headers hold tokenizers and templates), ~230 MB, pip-downloaded into
@@ -137,6 +153,7 @@ install_apt
 install_extras
 install_venvs
 install_chat_assets
+install_data
 if [ ${#PROBLEMS[@]} -gt 0 ]; then
   note "done, with gaps (the tests that need these skip; see pytest's skip summary):"
   printf '  - %s\n' "${PROBLEMS[@]}"

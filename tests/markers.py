@@ -22,7 +22,7 @@ needs_coq = pytest.mark.skipif(
 )
 
 #: built-in envs whose tools run in the sandbox
-SANDBOXED_ENVS = {"code-repair-v0", "coq-proof-v0"}
+SANDBOXED_ENVS = {"code-repair-v0", "coq-proof-v0", "swe-repo-v0"}
 
 
 def env_params(env_ids: list[str]) -> list:

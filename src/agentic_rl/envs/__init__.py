@@ -41,6 +41,10 @@ from agentic_rl.envs.web.shop.env import WebShopEnv  # noqa: E402
 
 register("web-shop-v0", WebShopEnv, WebShopEnv.description)  # extra 'web' (Flask on first use)
 
+from agentic_rl.envs.swe_repo.env import SweRepoEnv  # noqa: E402
+
+register("swe-repo-v0", SweRepoEnv, SweRepoEnv.description)  # repos fetched at install time
+
 from agentic_rl.envs.coq_proof.env import CoqProofEnv  # noqa: E402
 
 register("coq-proof-v0", CoqProofEnv, CoqProofEnv.description)  # Debian's coq (apt-get install coq)
