@@ -67,7 +67,7 @@ def test_unknown_config_key(results):
 
 def test_unknown_env_id(results):
     line = _one_error_line(results["unknown_env"])
-    assert "'nope-v0'" in line and "calculator-v0" in line
+    assert "'nope-v0'" in line and "agentic-rl envs" in line
 
 
 def test_missing_model_path(results):
@@ -92,6 +92,37 @@ def test_envs_lists_calculator(results):
     assert rc == 0, stderr
     assert stdout.split()[0] == "calculator-v0"
     assert "calculator tool" in stdout
+
+
+def test_a_closed_stdout_ends_the_command_quietly():
+    """Issue 39, item 6: ``agentic-rl envs | head`` printed a BrokenPipeError traceback and
+    exited 1; every command now stops as Unix tools do (status 141 = 128 + SIGPIPE)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write, as after `head` exits
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentic_rl.cli", "envs"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141 and proc.stderr == "", proc.stderr
+
+
+def test_a_broken_pipe_that_is_not_stdout_stays_an_error(monkeypatch, capsys):
+    """Only a closed standard output is quiet: a BrokenPipeError from a socket or a child's
+    pipe is a real failure (here stdout is pytest's capture, which no reader closed)."""
+    import agentic_rl.cli.main as cli_main
+
+    def broken(_args):
+        raise BrokenPipeError("a child's pipe")
+
+    monkeypatch.setattr(cli_main, "_cmd_envs", broken)
+    with pytest.raises(BrokenPipeError):
+        cli_main.main(["envs"])
 
 
 def test_config_errors_create_no_run_directory(results):

@@ -24,13 +24,29 @@ def test_calculator_is_registered():
     assert isinstance(env, CalculatorEnv) and env.env_id == "calculator-v0"
 
 
-def test_unknown_id_lists_registered_ids():
+def test_unknown_id_names_the_closest_ids_not_all_of_them():
+    """Issue 39, item 7: the message used to list every id on one 600-character line."""
+    with pytest.raises(UnknownEnvError) as exc_info:
+        make("calculatr-v0")
+    message = str(exc_info.value)
+    assert message.startswith("unknown env id 'calculatr-v0'")  # not KeyError's quoted repr
+    assert "did you mean 'calculator-v0'?" in message and "`agentic-rl envs`" in message
+    assert "web-shop-v0" not in message and "\n" not in message
+    assert isinstance(exc_info.value, KeyError) and isinstance(exc_info.value, AgenticRLError)
     with pytest.raises(UnknownEnvError) as exc_info:
         make("nope-v0")
+    assert "did you mean" not in str(exc_info.value) and "agentic-rl envs" in str(exc_info.value)
+    for lookup in (registry_module.get_spec, lambda i: registry_module.accepts(i, "levels")):
+        with pytest.raises(UnknownEnvError, match="did you mean 'calculator-v0'"):
+            lookup("calculatr-v0")
+
+
+def test_unknown_family_member_names_the_closest_members():
+    with pytest.raises(UnknownEnvError) as exc_info:
+        make("miniwob/click-buton-v0")
     message = str(exc_info.value)
-    assert "'nope-v0'" in message and "calculator-v0" in message
-    assert message.startswith("unknown env id")  # not KeyError's quoted repr
-    assert isinstance(exc_info.value, KeyError) and isinstance(exc_info.value, AgenticRLError)
+    assert "did you mean 'miniwob/click-button-v0'" in message and "miniwob/<task>-v0" in message
+    assert "use-autocomplete" not in message  # not the whole member list
 
 
 @pytest.mark.parametrize("bad_id", ["calculator", "calc-v", "calc v0", "calc-vX", "-v0x", ""])
@@ -58,3 +74,20 @@ def test_bad_kwargs_reach_the_env():
         make("calculator-v0", levels=("nope",))
     with pytest.raises(TypeError):
         make("calculator-v0", colour="red")
+
+
+def test_an_unknown_kwarg_lists_the_accepted_ones(scratch_id):
+    """Issue 39, item 8: Python's own TypeError names only the unknown keyword."""
+    with pytest.raises(TypeError) as exc_info:
+        make("calculator-v0", level=["direct"], colour="red")
+    message = str(exc_info.value)
+    assert "calculator-v0 takes no argument 'level', 'colour'" in message
+    assert "did you mean 'levels'?" in message
+    assert "(its arguments: levels, permissions, audit_path, run_id, mcp_servers)" in message
+
+    def open_factory(**kwargs):  # takes any keyword: nothing to check
+        assert kwargs == {"anything": 1}
+        return CalculatorEnv()
+
+    register(scratch_id, open_factory, "any kwargs")
+    assert make(scratch_id, anything=1).env_id == scratch_id

@@ -255,3 +255,35 @@ def test_sandbox_tools_reject_a_path_rule_for_a_missing_argument():
     }
     with pytest.raises(ValueError, match=r"tools\.permissions\.tools\.write_file\.paths\.filename"):
         SandboxedTools(permissions=typo)
+
+
+def test_a_rule_for_a_tool_the_env_lacks_is_rejected():
+    """Issue 39, item 2: with default = "deny" a rule for 'calculatr' denied every calculator
+    call for a whole training run; the envs check a user's table against their tools."""
+    from agentic_rl.envs import make
+
+    typo = {"default": "deny", "tools": {"calculatr": {"side_effect": "read_only"}}}
+    policy = PermissionPolicy.from_dict(typo)
+    assert not policy.decide(_call("calculator", expression="1+1")).allowed  # the silent fault
+    with pytest.raises(ValueError, match=r"tools\.permissions\.tools\.calculatr: .*'calculator'"):
+        policy.check_tool_names(["calculator", "search"])
+    policy.check_tool_names(["calculatr"])  # a rule for a real tool is fine
+    with pytest.raises(ValueError, match="did you mean 'calculator'.*its tools: calculator"):
+        make("calculator-v0", permissions=typo)  # ToolEnv.setup_tools
+    make("calculator-v0", permissions={"default": "deny"}).close()  # no rule: nothing to check
+
+
+def test_sandbox_tools_reject_a_rule_for_a_tool_they_do_not_offer():
+    from agentic_rl.tools.sandbox.env_tools import SandboxedTools
+
+    typo = {"tools": {"pyton": {"side_effect": "workspace_write"}}}
+    with pytest.raises(ValueError, match=r"tools\.permissions\.tools\.pyton: .*'python'"):
+        SandboxedTools(permissions=typo, names=("python",))
+
+
+def test_code_repair_rejects_a_rule_for_a_tool_it_does_not_have():
+    from agentic_rl.envs import make
+
+    typo = {"tools": {"submitt": {"side_effect": "read_only"}}}
+    with pytest.raises(ValueError, match=r"tools\.permissions\.tools\.submitt: .*'submit'"):
+        make("code-repair-v0", permissions=typo)

@@ -83,6 +83,7 @@ def test_tiny_smoke_run(tiny_model_dir, smoke_run):
         if "train/loss" in r:
             assert math.isfinite(r["train/loss"])
     assert [c[1] for c in calls if c[0] == "rl"] == [1, 2, 3]
+    assert calls[0] == ("start", 0, 1, str(run_dir))  # before any other progress
 
     assert list((run_dir / "tb").glob("events.out.tfevents.*"))  # TensorBoard on by default
     store = TrajectoryStore(run_dir / "trajectories")
@@ -171,6 +172,22 @@ def _wait_for(
     raise AssertionError("timed out waiting for RL steps")
 
 
+def test_a_taken_run_name_is_said_in_the_first_line(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    """Issue 39, item 10: a second run with the same name went to NAME-2 without a word."""
+    from agentic_rl.cli import main
+    from tests.recipe_settings import TWO_RL_STEPS
+
+    monkeypatch.setenv("COLUMNS", "400")  # one log line is one line
+    sets = [f"model.path='{tiny_model_dir}'", "model.num_threads=1", f"output_dir='{tmp_path}'"]
+    sets += [*TWO_RL_STEPS, "algorithm.steps=1", "name='same'"]
+    argv = ["train", *[a for s in sets for a in ("--set", s)]]
+    (tmp_path / "same").mkdir()  # an earlier run's directory
+    assert main(argv) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "training same-2 on calculator-v0" in first and f"in {tmp_path / 'same-2'}" in first
+    assert f"({tmp_path / 'same'} exists, so this run is same-2)" in first
+
+
 def test_kill_and_resume(tiny_model_dir, tmp_path):
     steps = 8
     # skip_zero_advantage=false: every step runs an optimizer step (all advantages are 0 with this
@@ -210,7 +227,7 @@ def test_kill_and_resume(tiny_model_dir, tmp_path):
 
     calls = []
     assert train(None, resume=run_dir, progress=lambda *a: calls.append(a)) == run_dir
-    assert calls[0][:2] == ("resume", k)
+    assert calls[0] == ("start", 0, 1, str(run_dir)) and calls[1][:2] == ("resume", k)
     assert [c[1] for c in calls if c[0] == "rl"] == list(
         range(k + 1, steps + 1)
     )  # first resumed step = k + 1

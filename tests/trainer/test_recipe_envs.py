@@ -43,6 +43,29 @@ def testenv_overrides_replace_calculator_defaults_unless_the_user_sets_them():
     assert config.warmup.env_kwargs == {"levels": ["direct"]}  # the default env keeps its defaults
 
 
+def test_env_id_from_set_or_a_file_takes_the_env_recipe_too(tiny_model_dir, tmp_path):
+    """Issue 39, item 3: ``--set env.id=frozenlake-v0`` (or ``id`` in a file) used to keep the
+    calculator's warm-up level and fail with "unexpected keyword argument 'levels'", a key the
+    user never set. The env's recipe fills every key the user leaves unset; set keys win."""
+    from agentic_rl.config import load_run_config, save_config
+    from agentic_rl.trainer.run import validate
+
+    by_flag = load_config(None, env_overrides("frozenlake-v0", []))
+    by_set = load_config(None, ["env.id=frozenlake-v0"])
+    assert by_set == by_flag and by_set.warmup.env_kwargs == {}
+    assert by_set.name == "frozenlake-v0-grpo" and by_set.env.kwargs["describe_neighbours"]
+    path = tmp_path / "lake.toml"
+    path.write_text('name = "mine"\n[env]\nid = "frozenlake-v0"\n[rollout]\nmax_turns = 5\n')
+    by_file = load_config(path, ["env.kwargs.keep_history=false"])
+    assert (by_file.name, by_file.rollout.max_turns) == ("mine", 5)  # the user's keys win
+    assert by_file.rollout.max_new_tokens == by_flag.rollout.max_new_tokens  # the recipe's
+    assert by_file.env.kwargs == {**by_flag.env.kwargs, "keep_history": False}
+    validate(load_config(None, ["env.id=frozenlake-v0", f"model.path='{tiny_model_dir}'"]))
+    save_config(by_file, tmp_path / "config.toml")  # a saved run keeps what it ran with
+    assert load_run_config(tmp_path / "config.toml") == by_file
+    assert load_config(None, ["env.id=nope-v0"]).env.id == "nope-v0"  # validate() names it
+
+
 def test_train_env_unknown_id_is_one_error_line(capsys):
     assert main(["train", "--env", "rg/nope-v0"]) == 2
     assert "unknown env id 'rg/nope-v0'" in capsys.readouterr().err

@@ -112,8 +112,9 @@ def test_view_writes_self_contained_page(recorded_run, tmp_path, capsys):
 
 def test_export_is_loadable_by_hf_datasets(recorded_run, tmp_path, capsys):
     datasets = pytest.importorskip("datasets")
-    assert main(["export", str(recorded_run), "--out", str(tmp_path / "all")]) == 0
-    assert main(["export", str(recorded_run), "--out", str(tmp_path / "ok"), "--only-success"]) == 0
+    argv = ["export", str(recorded_run), "--phase", "rl,eval,warmup", "--out"]
+    assert main([*argv, str(tmp_path / "all")]) == 0
+    assert main([*argv, str(tmp_path / "ok"), "--only-success"]) == 0
     assert "wrote" in capsys.readouterr().out
     full = datasets.load_dataset(
         "parquet", data_files=str(tmp_path / "all" / "data" / "*.parquet"), split="train"
@@ -134,6 +135,28 @@ def test_export_is_loadable_by_hf_datasets(recorded_run, tmp_path, capsys):
         == 2
     )
     assert "nothing to export" in capsys.readouterr().err
+
+
+def test_export_defaults_to_rl_rollouts_and_says_what_it_left_out(recorded_run, tmp_path, capsys):
+    """Issue 39, item 5: the held-out evaluation (and the oracle's warm-up demonstrations) used to
+    be exported with the RL rollouts without a word: SFT on it trains on the test set."""
+    import pyarrow.parquet as pq
+
+    assert main(["export", str(recorded_run), "--out", str(tmp_path / "d"), "--only-success"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    table = pq.read_table(tmp_path / "d" / "data" / "train-00000-of-00001.parquet")
+    assert set(table.column("phase").to_pylist()) == {"rl"} and table.num_rows == 3
+    assert out[0].endswith("(3 trajectories: rl 3)")
+    assert out[1] == "left out: eval 1 (--phase rl,warmup,eval includes every phase)"
+    assert main(["export", str(recorded_run), "--out", str(tmp_path / "e"), "--phase", "eval"]) == 0
+    assert "(2 trajectories: eval 2)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # argparse: a phase that does not exist
+        main(["export", str(recorded_run), "--out", str(tmp_path / "x"), "--phase", "rl,test"])
+    assert "rl, warmup, eval" in capsys.readouterr().err
+    argv = ["export", str(recorded_run), "--out", str(tmp_path / "w"), "--phase", "warmup"]
+    assert main(argv) == 2  # this run has no warm-up: one error line that says what there is
+    err = capsys.readouterr().err.strip()
+    assert "nothing to export" in err and "other phases match: eval 2, rl 4" in err
 
 
 def test_compare_two_runs(recorded_run, tmp_path, capsys):
@@ -211,6 +234,66 @@ def test_view_serve_on_localhost(recorded_run, tmp_path):
         proc.terminate()
         proc.wait(timeout=10)
     assert body == out.read_text() and '<script id="data"' in body
+
+
+def test_view_serves_the_viewer_and_nothing_else_of_the_run_directory(recorded_run, tmp_path):
+    """Issue 39, item 9: ``view --serve`` served a listing of the whole run directory (config,
+    audit log, checkpoints). A real HTTP server on a free port, real requests."""
+    import shutil
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from agentic_rl.trajectories.viewer import viewer_server
+
+    run = tmp_path / "run"
+    shutil.copytree(recorded_run, run)
+    (run / "audit.jsonl").write_text('{"secret": 1}\n')
+    assert main(["view", str(run), "--no-tokens"]) == 0
+    server = viewer_server(run / "view.html", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for path in ("/", "/view.html", "/view.html?x=1"):
+            with urllib.request.urlopen(base + path, timeout=10) as resp:
+                assert resp.status == 200 and resp.read() == (run / "view.html").read_bytes()
+        for path in (
+            "/config.toml",
+            "/audit.jsonl",
+            "/trajectories/",
+            "/trajectories/_manifest.json",
+            "/view.html/../config.toml",
+            "/%2e%2e/config.toml",
+            "/favicon.ico",
+        ):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(base + path, timeout=10)
+            assert err.value.code == 404, path
+            assert b"secret" not in err.value.read()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_closed_stdout_ends_replay_quietly(recorded_run):
+    """Issue 39, item 6: ``replay … --json | head`` printed a BrokenPipeError traceback."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write, as after `head` exits
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentic_rl.cli", "replay", str(recorded_run), "--json"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_replay_whole_run_and_filters(recorded_run, capsys):

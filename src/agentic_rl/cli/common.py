@@ -125,9 +125,11 @@ def record_filters(args) -> dict[str, Any]:
     }
 
 
-def add_filter_args(p: argparse.ArgumentParser) -> None:
-    """Add the record filters ``--phase --step --env --stop-reason --min-reward --max-reward``."""
-    p.add_argument("--phase", choices=("warmup", "rl", "eval"), help="only this phase")
+def add_filter_args(p: argparse.ArgumentParser, *, phase: bool = True) -> None:
+    """Add the record filters ``--phase --step --env --stop-reason --min-reward --max-reward``
+    (without ``--phase`` when ``phase`` is false: the command defines its own)."""
+    if phase:
+        p.add_argument("--phase", choices=("warmup", "rl", "eval"), help="only this phase")
     p.add_argument("--step", type=int, help="only this step")
     p.add_argument("--env", help="only this env id")
     p.add_argument("--stop-reason", help="only this stop reason (terminated, max_turns, ...)")

@@ -4,7 +4,9 @@ Under ``torchrun --nproc-per-node W -m agentic_rl.cli train …`` the W processe
 (:mod:`agentic_rl.trainer.scale`); rank 0 alone prints progress and writes the run directory.
 
 Errors caused by user input (a wrong config key, an unknown env id, a missing model path or
-run directory) print one line ``error: …`` naming the culprit and exit with status 2.
+run directory) print one line ``error: …`` naming the culprit and exit with status 2. A command
+whose standard output is closed by its reader (``agentic-rl envs | head``) stops quietly with
+status 141 (:mod:`agentic_rl.cli.pipes`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import warnings
 from pathlib import Path
 
 from agentic_rl.cli.evaluation import add_eval_arguments, cmd_eval
+from agentic_rl.cli.pipes import quiet_closed_stdout, stdout_closed
 from agentic_rl.cli.trajectories import add_subcommands
 from agentic_rl.errors import AgenticRLError
 
@@ -40,7 +43,9 @@ def _quiet_libraries() -> None:
 class _RichProgress:
     """Progress bars for the recipe's phases (one bar per phase)."""
 
-    def __init__(self, console):
+    def __init__(self, console, start=None):
+        """``start(run_dir) -> str``: the line logged when the run directory exists (phase
+        ``start``, :func:`~agentic_rl.trainer.run_dir.start_line`)."""
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -61,6 +66,7 @@ class _RichProgress:
             console=console,
         )
         self.tasks: dict[str, int] = {}
+        self.start = start
 
     def __enter__(self):
         self.bars.__enter__()
@@ -70,6 +76,10 @@ class _RichProgress:
         return self.bars.__exit__(*exc)
 
     def __call__(self, phase: str, done: int, total: int, message: str) -> None:
+        if phase == "start":  # the first line: the run directory (NAME-2 when NAME was taken)
+            if self.start is not None:
+                self.console.log(self.start(Path(message)), markup=False)
+            return
         if phase == "eval":
             if done == total:
                 self.console.log(f"[green]eval[/green] {message}")
@@ -114,21 +124,20 @@ def _summary_table(run_dir: Path, console) -> None:
 def env_overrides(env_id: str, sets: list[str]) -> list[str]:
     """``--set`` items that ``train --env ID`` puts before the user's own (later items win).
 
-    Sets ``env.id``; for an env other than the default one also ``name`` (``<id>-grpo``),
-    ``warmup.env_kwargs`` (the env's ``warmup_kwargs`` attribute, default ``{}``: the default
-    warm-up level belongs to calculator-v0) and the env's ``recipe_overrides`` (e.g. a larger
-    ``rollout.max_new_tokens`` for envs whose oracle writes code), unless the user sets a key.
+    Sets ``env.id``; for an env other than the default one also its recipe defaults
+    (:func:`~agentic_rl.config.env_recipe.env_recipe_defaults`: ``name`` (``<id>-grpo``),
+    ``warmup.env_kwargs`` (default ``{}``: the default warm-up level belongs to calculator-v0)
+    and the env's ``recipe_overrides``, e.g. a larger ``rollout.max_new_tokens`` for envs whose
+    oracle writes code), unless the user sets a key. They replace the config file's values; an
+    ``env.id`` given in the file or by ``--set`` gets the same defaults for the keys left unset.
 
     Raises:
         UnknownEnvError: the id is not registered.
     """
-    from agentic_rl.config import TrainConfig
-    from agentic_rl.envs import get_spec
+    from agentic_rl.config.env_recipe import env_recipe_defaults
 
-    factory = get_spec(env_id).factory
     out = [f"env.id={json.dumps(env_id)}"]
-    if env_id == TrainConfig().env.id:
-        return out + sets
+    wanted = env_recipe_defaults(env_id)
     user_keys = {s.split("=", 1)[0].strip() for s in sets}
 
     def inline(value) -> str:
@@ -136,11 +145,6 @@ def env_overrides(env_id: str, sets: list[str]) -> list[str]:
             return "{" + ", ".join(f"{k} = {inline(v)}" for k, v in value.items()) + "}"
         return json.dumps(value)
 
-    wanted = {
-        "name": f"{env_id.replace('/', '-')}-grpo",
-        "warmup.env_kwargs": getattr(factory, "warmup_kwargs", {}),
-        **getattr(factory, "recipe_overrides", {}),
-    }
     out += [
         f"{key}={inline(value)}"
         for key, value in wanted.items()
@@ -162,16 +166,17 @@ def _cmd_train(args) -> int:
     resume = Path(args.resume) if args.resume else None
     if resume is not None and not resume.is_dir():
         raise AgenticRLError(f"run directory not found: {resume}")
-    if resume is not None and (args.config or args.set):
+    if resume is not None and (args.config or args.set or args.model):
         raise AgenticRLError(
-            "--resume continues a run with its own config.toml; --config/--set cannot be combined with it"
+            "--resume continues a run with its own config.toml; --config/--set/--model cannot be "
+            "combined with it"
         )
     sets = env_overrides(args.env, args.set) if args.env else args.set
     if resume is not None and args.env:
         raise AgenticRLError(
             "--resume continues a run with its own config.toml; --env cannot be combined with it"
         )
-    sets = sets + scale_overrides(args) + backend_overrides(args)
+    sets = sets + scale_overrides(args) + backend_overrides(args) + model_overrides(args)
     if resume is not None and (args.rollout_backend is not None or args.base_url is not None):
         raise AgenticRLError(
             "--resume continues a run with its own config.toml ([rollout] included); "
@@ -192,11 +197,15 @@ def _cmd_train(args) -> int:
     if int(os.environ.get("RANK", "0")) > 0:  # torchrun: ranks > 0 train silently, rank 0 reports
         train(config, resume=resume)
         return 0
-    with _RichProgress(console) as progress:
-        if config is not None:
-            console.log(
-                f"training [bold]{config.name}[/bold] on {config.env.id} with model {config.model.path}"
-            )
+
+    def start(run_dir: Path) -> str:
+        from agentic_rl.cli.common import run_config
+        from agentic_rl.trainer.run_dir import start_line
+
+        cfg = config or run_config(run_dir)
+        return start_line(cfg, run_dir, resumed=resume is not None)
+
+    with _RichProgress(console, start) as progress:
         run_dir = train(config, resume=resume, progress=progress)
     _summary_table(run_dir, console)
     return 0
@@ -213,6 +222,19 @@ def scale_overrides(args) -> list[str]:
     if args.ray_address is not None:
         out.append(f"scale.ray_address={json.dumps(args.ray_address)}")
     return out
+
+
+def model_overrides(args) -> list[str]:
+    """``--set`` item of ``train --model PATH`` (``model.path``).
+
+    Raises:
+        AgenticRLError: ``--set model.path=…`` names a model too.
+    """
+    if args.model is None:
+        return []
+    if any(s.split("=", 1)[0].strip() == "model.path" for s in args.set):
+        raise AgenticRLError("--model and --set model.path both name the model; give one of them")
+    return [f"model.path={json.dumps(args.model)}"]
 
 
 def backend_overrides(args) -> list[str]:
@@ -319,6 +341,21 @@ def _cmd_audit(args) -> int:
     return 0
 
 
+def _add_model_and_env_arguments(p: argparse.ArgumentParser) -> None:
+    """``train --model PATH --env ID`` (``model.path``; ``env.id`` and the env's recipe)."""
+    p.add_argument(
+        "--model",
+        metavar="PATH",
+        help="model to train: default (SmolLM2-135M-Instruct), a HF model folder or a .gguf file "
+        "(model.path)",
+    )
+    p.add_argument(
+        "--env",
+        metavar="ID",
+        help="train on this env (sets env.id and the env's recipe defaults; see agentic-rl envs)",
+    )
+
+
 def _add_backend_arguments(p: argparse.ArgumentParser) -> None:
     """``train --rollout-backend B --base-url URL`` (``[rollout] backend``, ``base_url``)."""
     p.add_argument(
@@ -353,11 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config key, e.g. algorithm.steps=5",
     )
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
-    p.add_argument(
-        "--env",
-        metavar="ID",
-        help="train on this env (sets env.id and the env's recipe defaults; see agentic-rl envs)",
-    )
+    _add_model_and_env_arguments(p)
     p.add_argument(
         "--num-env-workers",
         type=int,
@@ -435,7 +468,13 @@ def main(argv: list[str] | None = None) -> int:
     for handler in logging.getLogger().handlers:  # libraries that set their own logger to DEBUG
         handler.setLevel(logging.WARNING)  # on import (bm25s) print nothing below WARNING
     try:
-        return args.fn(args)
+        status = args.fn(args)
+        sys.stdout.flush()  # a reader that went away (`| head`) shows here, not at exit
+        return status
+    except BrokenPipeError:
+        if not stdout_closed():  # a socket or a child's pipe: a real error
+            raise
+        return quiet_closed_stdout()  # no traceback, status 141 (docs of agentic_rl.cli.pipes)
     except AgenticRLError as exc:
         print("error: " + " ".join(str(exc).split()), file=sys.stderr)  # always one line
         return 2

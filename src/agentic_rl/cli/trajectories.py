@@ -60,20 +60,47 @@ def _cmd_view(args) -> int:
 
 def _cmd_export(args) -> int:
     from agentic_rl.trajectories import open_run_store
-    from agentic_rl.trajectories.export import export_records
+    from agentic_rl.trajectories.export import (
+        DEFAULT_PHASES,
+        PHASES,
+        export_records,
+        select_records,
+    )
 
+    phases = args.phase or DEFAULT_PHASES
+    filters = {k: v for k, v in record_filters(args).items() if k != "phase"}
+    chosen = select_records(
+        open_run_store(Path(args.run_dir)).read(**filters),
+        phases=phases,
+        only_success=args.only_success,
+    )
+    left = ", ".join(f"{phase} {n}" for phase, n in sorted(chosen.left_out.items()))
     try:
-        path = export_records(
-            open_run_store(Path(args.run_dir)).read(**record_filters(args)),
-            args.out,
-            only_success=args.only_success,
-        )
+        path = export_records(chosen.rows, args.out)
     except ValueError as exc:
-        raise RunDirError(str(exc)) from None
-    import pyarrow.parquet as pq
-
-    print(f"wrote {path} ({pq.ParquetFile(path).metadata.num_rows} trajectories)")
+        hint = f" of phase {','.join(phases)}; other phases match: {left}" if left else ""
+        raise RunDirError(
+            f"{exc}{' (--only-success)' if args.only_success else ''}{hint}"
+        ) from None
+    kept = ", ".join(f"{phase} {n}" for phase, n in sorted(chosen.kept.items()))
+    guided = f", of which {chosen.guided} oracle-guided" if chosen.guided else ""
+    print(f"wrote {path} ({len(chosen.rows)} trajectories: {kept}{guided})")
+    if left:
+        print(f"left out: {left} (--phase {','.join(PHASES)} includes every phase)")
     return 0
+
+
+def _phases(text: str) -> tuple[str, ...]:
+    """``--phase rl,warmup``: a comma-separated list of phases (argparse type)."""
+    from agentic_rl.trajectories.export import PHASES
+
+    phases = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    wrong = [p for p in phases if p not in PHASES]
+    if wrong or not phases:
+        raise argparse.ArgumentTypeError(
+            f"phases are a comma-separated list of {', '.join(PHASES)}, got {text!r}"
+        )
+    return phases
 
 
 def add_subcommands(sub: argparse._SubParsersAction) -> None:
@@ -101,6 +128,13 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--only-success", action="store_true", help="only trajectories whose outcome reached 1"
     )
-    add_filter_args(p)
+    p.add_argument(
+        "--phase",
+        type=_phases,
+        metavar="PHASES",
+        help="comma-separated phases to export: rl (the RL rollouts, default), warmup (the env "
+        "oracle's demonstrations), eval (the held-out evaluation: not for training)",
+    )
+    add_filter_args(p, phase=False)
     p.set_defaults(fn=_cmd_export)
     add_compare_parser(sub)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentic_rl.config import bounds
 from agentic_rl.config.rules import (
     check_rules,
     non_negative,
@@ -24,6 +25,7 @@ __all__ = [
     "PPOConfig",
     "SamplingConfig",
     "check_off_policy",
+    "check_rollouts_per_round",
 ]
 
 
@@ -61,20 +63,40 @@ class AlgorithmConfig:
     """
 
     name: str = "grpo"
-    steps: int = positive(9)
-    tasks_per_step: int = positive(4)
-    group_size: int = positive(8)
+    steps: int = positive(9, bounds.MAX_STEPS)
+    tasks_per_step: int = positive(4, bounds.MAX_ROLLOUTS_PER_STEP)
+    group_size: int = positive(8, bounds.MAX_GROUP_SIZE)
     std_eps: float = non_negative(0.1)
     std_scope: str = one_of("group", "group", "batch")
     gamma: float = unit_interval(1.0)
     lam: float = unit_interval(0.95)
     gigpo_step_weight: float = non_negative(1.0)
     process_coef: float = non_negative(0.5)
-    time_budget_s: float = non_negative(0.0)
-    max_off_policy_steps: int = non_negative(0)
+    time_budget_s: float = non_negative(0.0, bounds.MAX_TIME_BUDGET_S)
+    max_off_policy_steps: int = non_negative(0, bounds.MAX_ROUNDS)
 
     def __post_init__(self) -> None:
         check_rules(self, "algorithm")
+
+
+def check_rollouts_per_round(config) -> None:
+    """Bound the rollouts of one sampling round, tasks × ``algorithm.group_size``, by
+    :data:`~agentic_rl.config.bounds.MAX_ROLLOUTS_PER_STEP` (tasks: ``algorithm.tasks_per_step``
+    and ``sampling.rollout_tasks``); ``config`` is a whole :class:`~agentic_rl.config.TrainConfig`.
+
+    Raises:
+        ValueError: naming the keys and the product.
+    """
+    g = config.algorithm.group_size
+    for key, tasks in (
+        ("algorithm.tasks_per_step", config.algorithm.tasks_per_step),
+        ("sampling.rollout_tasks", config.sampling.rollout_tasks),
+    ):
+        if tasks * g > bounds.MAX_ROLLOUTS_PER_STEP:
+            raise ValueError(
+                f"key '{key}' × 'algorithm.group_size' = {tasks} × {g} rollouts per sampling "
+                f"round; at most {bounds.MAX_ROLLOUTS_PER_STEP}"
+            )
 
 
 def check_off_policy(config) -> None:
@@ -124,10 +146,10 @@ class SamplingConfig:
 
     task_sampling: str = one_of("difficulty", "sequential", "uniform", "difficulty")
     dynamic_sampling: bool = True
-    rollout_tasks: int = non_negative(8)
-    max_sample_rounds: int = positive(2)
+    rollout_tasks: int = non_negative(8, bounds.MAX_ROLLOUTS_PER_STEP)
+    max_sample_rounds: int = positive(2, bounds.MAX_ROUNDS)
     guidance: str = one_of("oracle", "off", "oracle")
-    guidance_groups: int = non_negative(2)
+    guidance_groups: int = non_negative(2, bounds.MAX_ROLLOUTS_PER_STEP)
 
     def __post_init__(self) -> None:
         check_rules(self, "sampling")
@@ -158,9 +180,9 @@ class LossConfig:
             ratio decides for all its tokens). See :mod:`agentic_rl.trainer.mismatch_correction`.
     """
 
-    clip_eps_low: float = 0.2
-    clip_eps_high: float = 0.28
-    dual_clip: float = 0.0
+    clip_eps_low: float = unit_interval(0.2)
+    clip_eps_high: float = non_negative(0.28)
+    dual_clip: float = non_negative(0.0)  # and 0 or > 1: __post_init__
     kl_coef: float = non_negative(0.0)
     kl_estimator: str = one_of("k3", "k1", "k2", "k3")
     kl_mode: str = one_of("loss", "loss", "reward")
@@ -208,13 +230,13 @@ class OptimConfig:
     """
 
     lr: float = positive(3e-5)
-    lr_warmup_steps: int = non_negative(0)
+    lr_warmup_steps: int = non_negative(0, bounds.MAX_STEPS)
     weight_decay: float = non_negative(0.0)
     max_grad_norm: float = non_negative(1.0)
-    micro_batch_size: int = positive(8)
-    micro_batch_tokens: int = non_negative(2048)
-    ppo_epochs: int = positive(1)
-    minibatches: int = positive(4)
+    micro_batch_size: int = positive(8, bounds.MAX_BATCH)
+    micro_batch_tokens: int = non_negative(2048, bounds.MAX_TOKENS)
+    ppo_epochs: int = positive(1, bounds.MAX_EPOCHS)
+    minibatches: int = positive(4, bounds.MAX_BATCH)
     skip_zero_advantage: bool = True
 
     def __post_init__(self) -> None:

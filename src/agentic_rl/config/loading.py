@@ -27,9 +27,21 @@ from agentic_rl.config.algorithm import (
     PPOConfig,
     SamplingConfig,
     check_off_policy,
+    check_rollouts_per_round,
 )
+from agentic_rl.config.bounds import (
+    MAX_STEPS,
+    MAX_TEMPERATURE,
+    MAX_TIMEOUT_S,
+    MAX_TOKENS,
+    MAX_TURNS,
+    MIN_TEMPERATURE,
+    Bounds,
+    check_text,
+)
+from agentic_rl.config.env_recipe import fill_env_recipe
 from agentic_rl.config.migration import MOVED_KEYS, migrate_keys, moved_keys
-from agentic_rl.config.rules import check_rules, positive
+from agentic_rl.config.rules import check_rules, positive, text
 from agentic_rl.config.sections import (
     EnvConfig,
     EvalConfig,
@@ -58,17 +70,18 @@ class TrainConfig:
     """The whole run configuration (one TOML file).
 
     Attributes:
-        name: the run directory's name (``<output_dir>/<name>``, ``-2``, ``-3`` … if taken).
+        name: the run directory's name (``<output_dir>/<name>``, ``-2``, ``-3`` … if taken):
+            one plain directory name (:func:`~agentic_rl.config.bounds.check_name`).
         seed: the run's seed (Python, torch and the sampler; [0, 2**32)).
-        output_dir: where run directories go.
+        output_dir: where run directories go (not empty: ``.`` is the current directory).
         checkpoint_every: RL steps between checkpoints (for ``--resume``; > 0).
         model … scale: the sections, one dataclass each.
     """
 
-    name: str = "calculator-grpo"
+    name: str = text("calculator-grpo", "name")
     seed: int = 0
-    output_dir: str = "runs"
-    checkpoint_every: int = positive(5)
+    output_dir: str = text("runs", "path")
+    checkpoint_every: int = positive(5, MAX_STEPS)
     model: ModelConfig = field(default_factory=ModelConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
@@ -87,16 +100,21 @@ class TrainConfig:
     def __post_init__(self) -> None:
         check_rules(self, "")
         check_off_policy(self)
+        check_rollouts_per_round(self)
 
 
-#: range rules of ``[rollout]`` (:class:`~agentic_rl.rollout.engine.RolloutConfig` lives in the
-#: rollout layer, which knows nothing of config files; its own checks are in its __post_init__)
-_ROLLOUT_RULES = {
-    "rollout.max_turns": "positive",
-    "rollout.max_new_tokens": "positive",
-    "rollout.max_total_tokens": "positive",
-    "rollout.temperature": "positive",
-    "rollout.context_max_tokens": "non_negative",
+#: ranges of ``[rollout]`` and ``[reward]`` (:class:`~agentic_rl.rollout.engine.RolloutConfig`
+#: and :class:`~agentic_rl.rewards.rubric.RewardWeights` live in layers that know nothing of
+#: config files; their own checks are in their __post_init__). Reward weights are >= 0: the
+#: formula R = λo·outcome + λp·process − λc·cost − λr·risk carries the signs.
+_FOREIGN_RULES = {
+    "rollout.max_turns": Bounds(0, MAX_TURNS, low_open=True),
+    "rollout.max_new_tokens": Bounds(0, MAX_TOKENS, low_open=True),
+    "rollout.max_total_tokens": Bounds(0, MAX_TOKENS, low_open=True),
+    "rollout.temperature": Bounds(MIN_TEMPERATURE, MAX_TEMPERATURE),
+    "rollout.context_max_tokens": Bounds(0, MAX_TOKENS),
+    **{f"reward.{k}": Bounds(0) for k in ("outcome", "process", "cost", "risk")},
+    "reward.timeout_s": Bounds(0, MAX_TIMEOUT_S, low_open=True),
 }
 
 
@@ -143,19 +161,19 @@ def _check_value(key: str, hint: Any, value: Any, source: str) -> Any:
         raise ConfigError(
             f"{source}: key '{key}' must be {name}, got {type(value).__name__} {value!r}"
         )
-    if key == "name" and (not value or value in (".", "..") or "/" in value or "\\" in value):
-        raise ConfigError(f"{source}: key 'name' must be a plain directory name, got {value!r}")
     if hint is int and not _INT_RANGE[0] <= value < _INT_RANGE[1]:
         raise ConfigError(f"{source}: key '{key}' must be in [-2**63, 2**63), got {value!r}")
     if hint is int and _is_seed(key) and not 0 <= value < 2**32:
         raise ConfigError(
             f"{source}: key '{key}' is a seed and must be in [0, 2**32), got {value!r}"
         )
-    rule = _ROLLOUT_RULES.get(key)
-    if rule == "positive" and not value > 0:
-        raise ConfigError(f"{source}: key '{key}' must be > 0, got {value!r}")
-    if rule == "non_negative" and value < 0:
-        raise ConfigError(f"{source}: key '{key}' must be >= 0, got {value!r}")
+    try:
+        if hint is str:
+            check_text(key, value)
+        if key in _FOREIGN_RULES:
+            _FOREIGN_RULES[key].check(key, value)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     return value
 
 
@@ -215,6 +233,9 @@ def load_config(
         migrate: read keys that moved (:data:`MOVED_KEYS`) at their new place instead of
             rejecting them (saved run directories: :func:`load_run_config`).
 
+    When the file or an override sets ``env.id`` to another env than calculator-v0, that env's
+    recipe defaults fill the keys they leave unset (:mod:`agentic_rl.config.env_recipe`).
+
     Raises:
         ConfigError: missing/unparseable file, unknown key, wrong type or value, a key that
             moved (``algorithm.lr moved to optim.lr``); the message names the key and the file.
@@ -245,6 +266,8 @@ def load_config(
     if moved and not migrate:
         old, new = moved[0]
         raise ConfigError(f"{source}: {old} moved to {new}")
+    if not migrate:  # a saved run's config.toml holds every key already
+        fill_env_recipe(data)  # env.id from the file or --set: the env's own recipe defaults
     return _build(TrainConfig, migrate_keys(data) if migrate else data, "", source)
 
 

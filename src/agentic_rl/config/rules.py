@@ -4,6 +4,7 @@
 A field declares its rule where it is defined::
 
     lr: float = positive(3e-5)          # > 0
+    group_size: int = positive(8, MAX_GROUP_SIZE)  # > 0 and <= 1024 (config.bounds)
     kl_coef: float = non_negative(0.0)  # >= 0
     kl_mode: str = one_of("loss", "loss", "reward")
     lam: float = unit_interval(0.95)    # in [0, 1]
@@ -18,22 +19,34 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["check_rules", "non_negative", "one_of", "positive", "unit_interval"]
+from agentic_rl.config.bounds import Bounds, check_name, check_path, check_text
+
+__all__ = [
+    "check_rules",
+    "non_negative",
+    "one_of",
+    "positive",
+    "text",
+    "unit_interval",
+]
 
 
-def positive(default: Any) -> Any:
-    """A field whose value must be > 0."""
-    return dataclasses.field(default=default, metadata={"rule": "positive"})
+def positive(default: Any, at_most: float | None = None) -> Any:
+    """A field whose value must be > 0 (and <= ``at_most`` when given: counts, sizes and
+    durations have one, :mod:`agentic_rl.config.bounds`)."""
+    return dataclasses.field(default=default, metadata={"bounds": Bounds(0, at_most, True)})
 
 
-def non_negative(default: Any) -> Any:
-    """A field whose value must be >= 0 (0 usually means off)."""
-    return dataclasses.field(default=default, metadata={"rule": "non_negative"})
+def non_negative(default: Any, at_most: float | None = None) -> Any:
+    """A field whose value must be >= 0 (0 usually means off), and <= ``at_most`` when given."""
+    return dataclasses.field(default=default, metadata={"bounds": Bounds(0, at_most)})
 
 
-def unit_interval(default: float) -> Any:
-    """A field whose value must lie in [0, 1]."""
-    return dataclasses.field(default=default, metadata={"rule": "unit_interval"})
+def unit_interval(default: float, *, below_one: bool = False) -> Any:
+    """A field whose value must lie in [0, 1] (in [0, 1) with ``below_one``)."""
+    return dataclasses.field(
+        default=default, metadata={"bounds": Bounds(0.0, 1.0, high_open=below_one)}
+    )
 
 
 def one_of(default: str, *choices: str) -> Any:
@@ -41,9 +54,22 @@ def one_of(default: str, *choices: str) -> Any:
     return dataclasses.field(default=default, metadata={"choices": choices})
 
 
+def text(default: str, kind: str) -> Any:
+    """A string field with a shape: ``"name"`` (one plain directory name,
+    :func:`~agentic_rl.config.bounds.check_name`) or ``"path"`` (a non-empty path,
+    :func:`~agentic_rl.config.bounds.check_path`)."""
+    if kind not in _TEXT_RULES:
+        raise ValueError(f"unknown text kind {kind!r}")
+    return dataclasses.field(default=default, metadata={"text": kind})
+
+
+_TEXT_RULES = {"name": check_name, "path": check_path}
+
+
 def check_rules(obj: Any, section: str) -> None:
     """Check every field rule of the dataclass instance ``obj`` (keys named ``section.field``;
-    ``section`` empty for top-level keys).
+    ``section`` empty for top-level keys): its range, choices, text shape, and for every string
+    field the absence of control characters (:func:`~agentic_rl.config.bounds.check_text`).
 
     Raises:
         ValueError: a value breaks its field's rule (the message names the key).
@@ -51,13 +77,11 @@ def check_rules(obj: Any, section: str) -> None:
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         key = f"{section}.{f.name}" if section else f.name
-        rule = f.metadata.get("rule")
         choices = f.metadata.get("choices")
         if choices is not None and value not in choices:
             raise ValueError(f"{key} must be one of {', '.join(choices)}, got {value!r}")
-        if rule == "positive" and not value > 0:
-            raise ValueError(f"key '{key}' must be > 0, got {value!r}")
-        if rule == "non_negative" and value < 0:
-            raise ValueError(f"key '{key}' must be >= 0, got {value!r}")
-        if rule == "unit_interval" and not 0.0 <= value <= 1.0:
-            raise ValueError(f"{key} must be in [0, 1], got {value}")
+        bounds = f.metadata.get("bounds")
+        if bounds is not None:
+            bounds.check(key, value)
+        if isinstance(value, str):
+            _TEXT_RULES.get(f.metadata.get("text", ""), check_text)(key, value)

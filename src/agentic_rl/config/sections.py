@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentic_rl.config.rules import check_rules, non_negative, one_of, positive
+from agentic_rl.config import bounds
+from agentic_rl.config.rules import check_rules, non_negative, one_of, positive, unit_interval
 from agentic_rl.tools.governance.permissions import PermissionPolicy
 
 __all__ = [
@@ -55,13 +56,13 @@ class ModelConfig:
 
     path: str = "default"
     lora: bool = False
-    lora_rank: int = positive(16)
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
+    lora_rank: int = positive(16, bounds.MAX_LORA_RANK)
+    lora_alpha: int = positive(32, bounds.MAX_LORA_ALPHA)
+    lora_dropout: float = unit_interval(0.0, below_one=True)
     gradient_checkpointing: bool = False
-    num_threads: int = non_negative(0)
+    num_threads: int = non_negative(0, bounds.MAX_THREADS)
     sampler: str = one_of("fast", "fast", "hf")
-    max_batch: int = positive(64)
+    max_batch: int = positive(64, bounds.MAX_BATCH)
     sampler_dtype: str = one_of("float32", "float32", "bfloat16")
     chat_format: str = one_of("auto", "auto", "chatml", "template")
     tool_format: str = one_of(
@@ -133,10 +134,10 @@ class WarmupConfig:
 
     enabled: bool = True
     env_kwargs: dict[str, Any] = field(default_factory=lambda: {"levels": ["direct"]})
-    num_demos: int = positive(48)
+    num_demos: int = positive(48, bounds.MAX_EPISODES)
     seed_start: int = 500_000
-    epochs: int = positive(1)
-    batch_size: int = positive(4)
+    epochs: int = positive(1, bounds.MAX_EPOCHS)
+    batch_size: int = positive(4, bounds.MAX_BATCH)
     lr: float = positive(5e-5)
 
     def __post_init__(self) -> None:
@@ -154,9 +155,9 @@ class EvalConfig:
         base: also evaluate the model before the warm-up.
     """
 
-    size: int = positive(100)
+    size: int = positive(100, bounds.MAX_EPISODES)
     seed_start: int = 1_000_000
-    every: int = non_negative(0)
+    every: int = non_negative(0, bounds.MAX_STEPS)
     base: bool = True
 
     def __post_init__(self) -> None:
@@ -206,13 +207,13 @@ class ScaleConfig:
             generation worker; past it the worker is dropped and its episodes fail.
     """
 
-    num_env_workers: int = non_negative(0)
+    num_env_workers: int = non_negative(0, bounds.MAX_WORKERS)
     ray_address: str = ""
-    env_worker_cpus: float = non_negative(1.0)
-    env_worker_timeout_s: float = positive(300.0)
-    num_generation_workers: int = non_negative(0)
-    generation_worker_cpus: float = non_negative(1.0)
-    generation_worker_timeout_s: float = positive(1800.0)
+    env_worker_cpus: float = non_negative(1.0, bounds.MAX_WORKER_CPUS)
+    env_worker_timeout_s: float = positive(300.0, bounds.MAX_TIMEOUT_S)
+    num_generation_workers: int = non_negative(0, bounds.MAX_WORKERS)
+    generation_worker_cpus: float = non_negative(1.0, bounds.MAX_WORKER_CPUS)
+    generation_worker_timeout_s: float = positive(1800.0, bounds.MAX_TIMEOUT_S)
 
     def __post_init__(self) -> None:
         check_rules(self, "scale")

@@ -15,6 +15,8 @@ registry only when :func:`register_family_in_gymnasium` is called.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,14 +85,80 @@ def families() -> list[EnvFamily]:
     return list(_FAMILIES)
 
 
-def _spec(env_id: str) -> EnvSpec | None:
+def _spec(env_id: str) -> EnvSpec:
+    """The spec of a registered id or family member.
+
+    Raises:
+        UnknownEnvError: :func:`_unknown_env`'s message.
+    """
     spec = _REGISTRY.get(env_id)
-    if spec is None:
-        for family in _FAMILIES:
-            if env_id.startswith(family.prefix):
+    if spec is not None:
+        return spec
+    for family in _FAMILIES:
+        if env_id.startswith(family.prefix):
+            try:
                 factory, description = family.resolve(env_id)
-                return EnvSpec(env_id, factory, description)
-    return spec
+            except UnknownEnvError as exc:
+                raise _unknown_member(env_id, family, exc) from None
+            return EnvSpec(env_id, factory, description)
+    raise _unknown_env(env_id)
+
+
+def _did_you_mean(name: str, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(name, candidates, n=3)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def _unknown_env(env_id: str) -> UnknownEnvError:
+    """The error for an id that no registration and no family prefix matches: the closest ids
+    (difflib), and where the full list is, never the whole list on one line."""
+    ids = sorted(_REGISTRY)
+    prefixes = [f.prefix for f in _FAMILIES]
+    return UnknownEnvError(
+        f"unknown env id {env_id!r}{_did_you_mean(env_id, ids + prefixes)} "
+        f"(`agentic-rl envs` lists the {len(ids)} registered ids and the families "
+        f"{', '.join(f.pattern for f in _FAMILIES) or 'none'})"
+    )
+
+
+def _unknown_member(env_id: str, family: EnvFamily, error: UnknownEnvError) -> UnknownEnvError:
+    """``error`` of a family that does not resolve ``env_id``, with the closest member ids in
+    place of its list of members; ``error`` itself when the family cannot list its members."""
+    try:
+        members = family.members()
+    except Exception:  # a family that cannot list its members keeps its own error
+        return error
+    if not members:
+        return error
+    placeholder = re.compile(r"<[^>]+>")
+    ids = [placeholder.sub(m, family.pattern, count=1) for m in members]
+    return UnknownEnvError(
+        f"unknown env id {env_id!r}{_did_you_mean(env_id, ids)} (ids of this family look like "
+        f"{family.pattern}; `agentic-rl envs` lists its {len(ids)} members)"
+    )
+
+
+def _check_kwargs(env_id: str, factory: Callable[..., Env], kwargs: dict[str, Any]) -> None:
+    """Reject keywords the factory does not take (a factory with ``**kwargs`` takes any).
+
+    Raises:
+        TypeError: naming the unknown keywords, the closest accepted one and every accepted one.
+    """
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # no signature to read (a builtin): the call will tell
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    accepted = [name for name, p in params.items() if p.kind in named]
+    unknown = [k for k in kwargs if k not in accepted]
+    if unknown:
+        raise TypeError(
+            f"{env_id} takes no argument {', '.join(repr(k) for k in unknown)}"
+            f"{_did_you_mean(unknown[0], accepted)} (its arguments: "
+            f"{', '.join(accepted) or 'none'})"
+        )
 
 
 def register(env_id: str, factory: Callable[..., Env], description: str, **kwargs: Any) -> None:
@@ -156,13 +224,14 @@ def make(env_id: str, **kwargs: Any) -> Env:
     """Create a registered env; ``kwargs`` override the registered defaults.
 
     Raises:
-        UnknownEnvError: the id is not registered (the message lists the registered ids).
+        UnknownEnvError: the id is not registered (the message names the closest ids).
+        TypeError: a keyword the env's factory does not take (the message lists those it
+            takes).
     """
     spec = _spec(env_id)
-    if spec is None:
-        known = ", ".join(sorted(_REGISTRY) + [f.pattern for f in _FAMILIES]) or "none"
-        raise UnknownEnvError(f"unknown env id {env_id!r}; registered: {known}")
-    env = spec.factory(**{**spec.kwargs, **kwargs})
+    kwargs = {**spec.kwargs, **kwargs}
+    _check_kwargs(env_id, spec.factory, kwargs)
+    env = spec.factory(**kwargs)
     env.env_id = env_id
     return env
 
@@ -173,13 +242,7 @@ def accepts(env_id: str, parameter: str) -> bool:
     Raises:
         UnknownEnvError: the id is not registered.
     """
-    import inspect
-
     spec = _spec(env_id)
-    if spec is None:
-        raise UnknownEnvError(
-            f"unknown env id {env_id!r}; registered: {', '.join(sorted(_REGISTRY)) or 'none'}"
-        )
     return parameter in inspect.signature(spec.factory).parameters
 
 
@@ -189,13 +252,7 @@ def get_spec(env_id: str) -> EnvSpec:
     Raises:
         UnknownEnvError: the id is not registered and no family resolves it.
     """
-    spec = _spec(env_id)
-    if spec is None:
-        raise UnknownEnvError(
-            f"unknown env id {env_id!r}; registered: "
-            f"{', '.join(sorted(_REGISTRY) + [f.pattern for f in _FAMILIES]) or 'none'}"
-        )
-    return spec
+    return _spec(env_id)
 
 
 def registered() -> list[EnvSpec]:

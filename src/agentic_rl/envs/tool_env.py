@@ -115,8 +115,10 @@ class ToolEnv(Env):
                 carry the full schemas.
 
         Raises:
-            ValueError: a wrong ``permissions`` key or value (named), or an unknown
-                ``tool_prompt``.
+            ValueError: a wrong ``permissions`` key or value (named), a ``permissions`` rule
+                for a tool that is not in ``tools`` or the MCP servers' tools
+                (:meth:`~agentic_rl.tools.governance.permissions.PermissionPolicy.check_tool_names`),
+                or an unknown ``tool_prompt``.
             KeyError: an ``offered`` name is not in ``tools``.
             McpServerError: an MCP server could not start to list its tools (see
                 :class:`~agentic_rl.tools.mcp.McpTools`, also for its ValueErrors).
@@ -127,6 +129,8 @@ class ToolEnv(Env):
             default_policy = self._add_mcp_tools(McpTools(mcp_servers), default_policy, names)
         self._offered = tuple(self.tools[n].schema() for n in names)
         policy = default_policy if permissions is None else PermissionPolicy.from_dict(permissions)
+        if permissions is not None:  # a user's rule for a tool this env lacks would never apply
+            policy.check_tool_names(self.tools)
         audit = AuditLog(audit_path) if audit_path else None
         self.executor = ToolExecutor(self.tools, policy, audit, {"run_id": run_id})
         self.system_prompt = render_tool_system_prompt(

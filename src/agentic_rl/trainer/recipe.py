@@ -81,7 +81,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: progress callback: (phase, done, total, message)
+#: progress callback: (phase, done, total, message); phase "start" (once, first; the message is
+#: the run directory, for :func:`~agentic_rl.trainer.run_dir.start_line`), "warmup", "resume",
+#: "rl" or "eval"
 Progress = Callable[[str, int, int, str], None]
 
 
@@ -329,6 +331,8 @@ def train(
             if run_dir is not None:
                 save_config(config, run_dir / "config.toml")
             run_dir = Ranks(scale.ctx).broadcast_from_main(run_dir)
+        if scale.ctx.is_main:  # the run directory (NAME-2 when NAME was taken), before any work
+            progress("start", 0, 1, str(run_dir))
         run = setup(config, run_dir, scale)
         try:
             _train(run, resume and checkpoint, progress if scale.ctx.is_main else _no_progress)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from agentic_rl.config import TrainConfig
+from agentic_rl.config import TrainConfig, WarmupConfig
 from agentic_rl.envs import accepts, make
 from agentic_rl.errors import ConfigError
 from agentic_rl.policy.base import Policy
@@ -25,6 +25,7 @@ from agentic_rl.policy.chat_template import AnyChatFormat as ChatFormat
 from agentic_rl.policy.chat_template import chat_for_model
 from agentic_rl.policy.fast import make_policy_from_config
 from agentic_rl.policy.model_loading import load_tokenizer, resolve_model_dir
+from agentic_rl.tools.mcp import McpServerError
 from agentic_rl.trainer.backends import RolloutBackend, make_backend
 from agentic_rl.trainer.credit import ALGORITHMS
 from agentic_rl.trainer.critic import Critic
@@ -106,20 +107,14 @@ def validate(config: TrainConfig) -> Path:
 
     Raises:
         UnknownEnvError: ``env.id`` is not registered.
-        ConfigError: the env rejects ``env.kwargs`` or ``warmup.env_kwargs``; ``[scale]`` names
-            an unreachable Ray cluster (see :func:`~agentic_rl.trainer.scale.check_scale`); a
+        ConfigError: the env rejects ``env.kwargs``, ``warmup.env_kwargs`` or
+            ``[tools.permissions]`` (e.g. a rule for a tool it does not have), or one of its MCP
+            servers cannot start; ``[scale]`` names an unreachable Ray cluster (see
+            :func:`~agentic_rl.trainer.scale.check_scale`); a
             server rollout backend or async training under torchrun.
         ModelNotFoundError: ``model.path`` does not exist.
     """
-    base = {**permission_kwargs(config), **config.env.kwargs}
-    for section, kwargs in (
-        ("env.kwargs", base),
-        ("warmup.env_kwargs", {**base, **config.warmup.env_kwargs}),
-    ):
-        try:
-            make(config.env.id, **kwargs).close()
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{section} rejected by {config.env.id}: {exc}") from None
+    _check_env_kwargs(config)
     if config.algorithm.name not in ALGORITHMS:
         raise ConfigError(
             f"algorithm.name: unknown algorithm {config.algorithm.name!r}; "
@@ -134,6 +129,36 @@ def validate(config: TrainConfig) -> Path:
     if config.algorithm.max_off_policy_steps and launched_world_size() > 1:
         raise ConfigError("algorithm.max_off_policy_steps >= 1 is not supported under torchrun yet")
     return resolve_model_dir(config.model.path)
+
+
+def _check_env_kwargs(config: TrainConfig) -> None:
+    """Build the env with the run's kwargs and with the warm-up's (then close it); see
+    :func:`validate` for what it raises."""
+    base = {**permission_kwargs(config), **config.env.kwargs}
+    for section, kwargs in (
+        ("env.kwargs", base),
+        ("warmup.env_kwargs", {**base, **config.warmup.env_kwargs}),
+    ):
+        try:
+            make(config.env.id, **kwargs).close()
+        except (TypeError, ValueError) as exc:
+            message = str(exc)
+            if message.startswith("tools.permissions"):  # the permission table's key is named
+                raise ConfigError(f"{message} (env {config.env.id})") from None
+            hint = ""
+            if section == "warmup.env_kwargs" and config.warmup.env_kwargs == _CALCULATOR_WARMUP:
+                hint = (
+                    f" (warmup.env_kwargs = {_CALCULATOR_WARMUP} is calculator-v0's warm-up "
+                    "level: set warmup.env_kwargs={} or drop the key, or choose the env with "
+                    "--env ID, which takes the env's own recipe defaults)"
+                )
+            raise ConfigError(f"{section} rejected by {config.env.id}: {message}{hint}") from None
+        except McpServerError as exc:
+            raise ConfigError(f"env.kwargs.mcp_servers: {exc}") from None
+
+
+#: the built-in ``warmup.env_kwargs``: calculator-v0's easiest level
+_CALCULATOR_WARMUP = WarmupConfig().env_kwargs
 
 
 def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> Run:

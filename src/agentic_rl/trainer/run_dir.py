@@ -50,6 +50,26 @@ def new_run_dir(output_dir: str, name: str) -> Path:
             ) from None
 
 
+def start_line(config: Any, run_dir: Path, *, resumed: bool = False, device: str = "") -> str:
+    """The first line a run prints (``agentic-rl train``): what it trains, on which env and
+    model, and where; when ``config.name`` was taken (so :func:`new_run_dir` chose ``NAME-2``,
+    …) it says so.
+
+    Args:
+        config: the run's :class:`~agentic_rl.config.TrainConfig`.
+        run_dir: its run directory. resumed: the run continues from a checkpoint.
+        device: where the model runs, in words (empty: not said).
+    """
+    line = (
+        f"{'resuming' if resumed else 'training'} {run_dir.name} on {config.env.id} "
+        f"with model {config.model.path}{f' on {device}' if device else ''} in {run_dir}"
+    )
+    if not resumed and run_dir.name != config.name:
+        taken = Path(config.output_dir) / config.name
+        line += f" ({taken} exists, so this run is {run_dir.name})"
+    return line
+
+
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None

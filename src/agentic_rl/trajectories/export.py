@@ -12,12 +12,21 @@ loadable with ``datasets.load_dataset("parquet", data_files="OUT/data/*.parquet"
 * ``reward`` (float64), ``success`` (bool: outcome group reached 1), one float64 column per
   reward component (``reward/<name>``), ``stop_reason``, ``num_turns``, ``num_tool_calls``;
 * ids: ``run_id``, ``phase``, ``step``, ``env_id``, ``seed``, ``group_id``, ``trajectory_id``.
+
+Which records: a run directory holds three phases: ``rl`` (the policy's own rollouts, plus the
+oracle's episodes that off-policy guidance put into groups, marked ``info["guidance"]``),
+``warmup`` (the env oracle's demonstrations) and ``eval`` (the held-out evaluation: fine-tuning on
+it trains on the test set). :func:`select_records` keeps the phases asked for (``agentic-rl
+export`` asks for :data:`DEFAULT_PHASES`, the RL rollouts, unless ``--phase`` says otherwise) and
+counts what it kept and left out, so the command can say what the dataset holds.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +46,55 @@ def record_success(record: dict[str, Any]) -> bool:
         or "failure" in record["info"]  # a record before schema version 3
     )
     return not failed and (record["reward_components"].get("outcome") or 0.0) >= 1.0 - 1e-9
+
+
+#: every phase a run records
+PHASES = ("rl", "warmup", "eval")
+#: what ``agentic-rl export`` writes unless ``--phase`` says otherwise: the RL rollouts
+DEFAULT_PHASES = ("rl",)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The records :func:`select_records` kept, and how many of each phase it kept and left out.
+
+    Attributes:
+        rows: the kept records, in their order.
+        kept: ``{phase: count}`` of ``rows`` (a record without a phase counts as ``"none"``).
+        left_out: ``{phase: count}`` of the records of the other phases that passed the other
+            filters (``only_success``).
+        guided: how many kept ``rl`` records are the oracle's episodes put into a group by
+            off-policy guidance (``info["guidance"]``), not the policy's own samples.
+    """
+
+    rows: list[dict[str, Any]]
+    kept: dict[str, int]
+    left_out: dict[str, int]
+    guided: int
+
+
+def select_records(
+    records: Iterable[dict[str, Any]],
+    *,
+    phases: Collection[str] = DEFAULT_PHASES,
+    only_success: bool = False,
+) -> Selection:
+    """The records of ``phases`` (and, with ``only_success``, whose :func:`record_success`
+    holds), with counts per phase of what was kept and what was left out. Never raises."""
+    rows: list[dict[str, Any]] = []
+    kept: Counter[str] = Counter()
+    left_out: Counter[str] = Counter()
+    for r in records:
+        if only_success and not record_success(r):
+            continue
+        phase = r.get("phase") or "none"
+        if phase in phases:
+            rows.append(r)
+            kept[phase] += 1
+        else:
+            left_out[phase] += 1
+    guided = sum(1 for r in rows if (r.get("info") or {}).get("guidance"))
+    return Selection(rows, dict(kept), dict(left_out), guided)
 
 
 def export_records(

@@ -7,7 +7,8 @@ reset or on a turn), the reward components, and the token stream coloured by los
 advantage (hover a token for its id, mask, logprob and advantage), with a marker where the
 context was rebuilt (``segment_starts``: each segment is trained as its own sequence). Everything (CSS, JS,
 data) is inline: the file opens from disk with no network. :func:`serve` shows it on
-localhost with the standard library's HTTP server.
+localhost with the standard library's HTTP server, which serves that one page and nothing else
+of the directory it sits in.
 
 Token text comes from a ``decode_token(id) -> str`` callable (the CLI passes the run's
 tokenizer); each distinct id is decoded once into a shared vocabulary table.
@@ -130,20 +131,62 @@ def write_view(
     return path
 
 
-def serve(path: str | Path, port: int, *, host: str = "127.0.0.1") -> None:
-    """Serve the folder of ``path`` on ``http://host:port/`` until interrupted (blocks).
+def viewer_server(path: str | Path, port: int, *, host: str = "127.0.0.1"):
+    """An HTTP server (not yet serving) that serves the viewer page at ``path`` and nothing else.
+
+    ``GET``/``HEAD`` of ``/`` or ``/<page name>`` (a query string is ignored) answers the page,
+    read from disk at each request; every other path is 404, so the rest of the run directory
+    the page usually sits in (checkpoints, ``audit.jsonl``, ``config.toml``, trajectories) is
+    never served. The page is self-contained (CSS, JS and data inline), so it has no other
+    assets. Other methods get 501 (the standard library's answer).
+
+    Args:
+        path: the page :func:`write_view` wrote. port: 0 picks a free port
+            (``server.server_address[1]``). host: the interface (default loopback only).
 
     Raises:
         OSError: the port is taken or not allowed.
     """
-    import functools
     import http.server
+    import urllib.parse
 
+    page = Path(path)
+    routes = {"/", "/" + urllib.parse.quote(page.name)}
+
+    class ViewerHandler(http.server.BaseHTTPRequestHandler):
+        def _answer(self, body: bool) -> None:
+            if urllib.parse.urlsplit(self.path).path not in routes:
+                self.send_error(404, "only the trajectory viewer is served here")
+                return
+            data = page.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if body:
+                self.wfile.write(data)
+
+        def do_GET(self) -> None:  # the name http.server dispatches GET to
+            self._answer(body=True)
+
+        def do_HEAD(self) -> None:
+            self._answer(body=False)
+
+    return http.server.ThreadingHTTPServer((host, port), ViewerHandler)
+
+
+def serve(path: str | Path, port: int, *, host: str = "127.0.0.1") -> None:
+    """Serve the viewer page at ``path`` on ``http://host:port/`` until interrupted (blocks);
+    only the page is served (:func:`viewer_server`).
+
+    Raises:
+        OSError: the port is taken or not allowed.
+    """
     path = Path(path)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(path.parent))
-    with http.server.ThreadingHTTPServer((host, port), handler) as server:
+    with viewer_server(path, port, host=host) as server:
         print(
-            f"serving http://{host}:{server.server_address[1]}/{path.name} (Ctrl-C stops)",
+            f"serving http://{host}:{server.server_address[1]}/ (only {path.name}; Ctrl-C stops)",
             flush=True,
         )
         server.serve_forever()

@@ -187,7 +187,8 @@ class CodeRepairEnv(ToolEnv):
         run_id: written into every audit record.
 
     Raises:
-        ValueError: an unknown bug kind, a non-positive timeout, or a bad permissions table.
+        ValueError: an unknown bug kind, a non-positive timeout, or a bad permissions table
+            (also one with a rule for a tool this env does not have).
     """
 
     description = "Fix a seeded bug in a HumanEval function with file tools and visible tests; hidden tests grade"
@@ -239,6 +240,8 @@ class CodeRepairEnv(ToolEnv):
         self.policy.check_tools(
             self._make_tools(None)
         )  # at load: reset() builds the executor later
+        if permissions is not None:  # a user's rule for a tool this env lacks would never apply
+            self.policy.check_tool_names(self._make_tools(None))
         self.system_prompt = render_tool_system_prompt(INSTRUCTIONS, list(self._schemas))
         self._done, self._turn, self._ran_tests, self._tampered = False, 0, False, False
         self._test_hash: str | None = None

@@ -46,10 +46,11 @@ Decision order for a call to tool ``t``:
 
 from __future__ import annotations
 
+import difflib
 import json
 import posixpath
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -290,6 +291,28 @@ class PermissionPolicy:
                         f"(its arguments: {', '.join(sorted(props)) or 'none'}), so this rule would "
                         "never apply"
                     )
+
+    def check_tool_names(self, tools: Iterable[str]) -> None:
+        """Reject rules for tools that are not in ``tools`` (the env's whole tool set).
+
+        A rule for a tool the env does not have (a typo such as ``calculatr``) never applies:
+        with ``default = "deny"`` every call of the real tool is then denied, with ``"allow"``
+        it runs unchecked. Envs call this on a user's ``[tools.permissions]`` table once their
+        tools are known (their built-in policies may list tools a configuration leaves out).
+
+        Raises:
+            ValueError: ``tools.permissions.tools.<name>: the env has no tool '<name>' (did
+                you mean …?; its tools: …)``.
+        """
+        known = sorted(set(tools))
+        for name, _rules in self.tools:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ValueError(
+                    f"{_PREFIX}.tools.{name}: the env has no tool {name!r} ({hint}its tools: "
+                    f"{', '.join(known) or 'none'})"
+                )
 
     def rules_of(self, name: str) -> ToolPermission | None:
         """The :class:`ToolPermission` of tool ``name``, or None if unlisted. Never raises."""

@@ -42,6 +42,9 @@ from agentic_rl.tools.governance.permissions import SIDE_EFFECTS
 __all__ = ["McpServerSpec", "side_effect_from_annotations"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+#: the longest ``call_timeout_s`` / ``startup_timeout_s`` (a day): a finite wait, in the range
+#: Python's timers take (``threading.TIMEOUT_MAX``)
+MAX_TIMEOUT_S = 86_400.0
 _PREFIX = re.compile(r"^[A-Za-z0-9_.-]{0,32}$")
 _KEYS = {
     "name",
@@ -101,9 +104,10 @@ class McpServerSpec:
         tools: names of the server's tools to offer; None offers all of them.
         prefix: prepended to every tool name the policy sees (e.g. ``"notes."``); default none.
         side_effects: ``{server tool name: permission class}``, overriding the annotations.
-        call_timeout_s: longest wait for one tool call; a stdio server that overruns it is
-            stopped (a fresh one starts on the next call).
-        startup_timeout_s: longest wait for the server to start and answer ``initialize``.
+        call_timeout_s: longest wait for one tool call, in (0, :data:`MAX_TIMEOUT_S`] seconds;
+            a stdio server that overruns it is stopped (a fresh one starts on the next call).
+        startup_timeout_s: longest wait for the server to start and answer ``initialize``, in
+            (0, :data:`MAX_TIMEOUT_S`] seconds.
 
     Raises:
         ValueError: on construction, for a bad name, prefix, transport, class, path or limit.
@@ -150,8 +154,11 @@ class McpServerSpec:
                     f"{where}: side_effects.{tool} must be one of {', '.join(SIDE_EFFECTS)}"
                 )
         for key in ("call_timeout_s", "startup_timeout_s"):
-            if not getattr(self, key) > 0:
-                raise ValueError(f"{where}: {key} must be positive")
+            if not 0 < getattr(self, key) <= MAX_TIMEOUT_S:  # also false for nan
+                raise ValueError(
+                    f"{where}: {key} must be > 0 and <= {MAX_TIMEOUT_S:g} seconds, "
+                    f"got {getattr(self, key)!r}"
+                )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> McpServerSpec:
@@ -186,7 +193,10 @@ class McpServerSpec:
         values["network"] = bool(data.get("network", False))
         for key in ("call_timeout_s", "startup_timeout_s"):
             if key in data:
-                values[key] = float(data[key])
+                try:
+                    values[key] = float(data[key])
+                except (TypeError, ValueError, OverflowError):
+                    raise ValueError(f"{where} {key} must be a number, got {data[key]!r}") from None
         return cls(**values)
 
     def side_effect_of(self, tool: str, annotations: Mapping[str, Any] | None) -> str:

@@ -63,7 +63,8 @@ class SandboxedTools:
         max_chars: longest observation shown to the policy.
 
     Raises:
-        ValueError: an unknown sandbox tool name, or a wrong ``permissions`` key or value (named).
+        ValueError: an unknown sandbox tool name, or a wrong ``permissions`` key or value (named),
+            or a ``permissions`` rule for a tool that is not offered (named, with the tools).
     """
 
     def __init__(
@@ -108,6 +109,8 @@ class SandboxedTools:
         self.trajectory_id = ""
         self._fill_tools(EpisodeSandbox(self.config), close=True)  # schemas before the first reset
         policy.check_tools(self.tools)  # the executor saw the dict still empty
+        if permissions is not None:  # a rule for a tool these tools lack would never apply
+            policy.check_tool_names(self.tools)
 
     def _fill_tools(self, box: EpisodeSandbox, *, close: bool = False) -> None:
         own = box.tools()
