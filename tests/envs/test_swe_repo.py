@@ -230,3 +230,71 @@ def test_a_sample_of_the_catalogue_re_verifies():
     finally:
         env.close()
     assert [verify_bug(bug) for bug in bugs] == ["", ""]
+
+
+def test_the_train_budgets_fit_the_oracle(tokenizer):
+    from agentic_rl.cli.main import env_overrides
+    from agentic_rl.config import load_config
+    from agentic_rl.envs.checker import play_oracle
+
+    config = load_config(None, env_overrides("swe-repo-v0", []))
+    assert config.env.kwargs == {
+        "levels": ["easy"],
+        "heldout_from_seed": config.eval.seed_start,
+        "tool_prompt": "signature",
+    }
+    budgets = (config.rollout.max_turns, config.rollout.max_new_tokens)
+    env = _make(**config.env.kwargs, repos=None)
+    train_bugs = {b.id for b in env.pools["easy"]}
+    for seed in (config.eval.seed_start, config.eval.seed_start + 7):
+        env.reset(seed=seed)  # the held-out evaluation plays bugs training never sees
+        assert env.task.bug.id not in train_bugs
+    for seed in (0, config.warmup.seed_start):
+        env.reset(seed=seed)
+        assert env.task.bug.id in train_bugs
+    try:
+        for bug in env.pools["easy"]:  # the edit is the oracle's longest reply: every easy bug
+            edit = {"name": "edit_file", "arguments": {"path": bug.file, "old": bug.mutation.after}}
+            edit["arguments"]["new"] = bug.mutation.before
+            reply = f"<tool_call>{json.dumps(edit)}</tool_call><|im_end|>"
+            assert len(tokenizer(reply)["input_ids"]) <= budgets[1], bug.id
+        for seed in range(3):  # whole episodes: turns and tokens
+            trajectory = play_oracle(env, seed, max_turns=20)
+            assert trajectory.terminated and len(trajectory.turns) <= budgets[0]
+            text = "".join(
+                f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in trajectory.messages
+            )
+            assert len(tokenizer(text)["input_ids"]) <= config.rollout.max_total_tokens
+    finally:
+        env.close()
+
+
+def test_train_two_rl_steps(tiny_model_dir, tmp_path):
+    """`agentic-rl train --env swe-repo-v0`: the recipe's warm-up, rollouts and update run."""
+    import math
+    from pathlib import Path
+
+    from agentic_rl.cli.main import main
+    from agentic_rl.trainer.run_dir import MetricsLog
+    from tests.recipe_settings import TWO_STEP_SMOKE
+
+    _make().close()  # skips here when the repositories are not fetched
+    argv = ["train", "--env", "swe-repo-v0"]
+    sets = [
+        f"model.path='{tiny_model_dir}'",
+        f"output_dir='{tmp_path}'",
+        *TWO_STEP_SMOKE,
+        "rollout.max_new_tokens=48",
+        "env.kwargs.repos=['inflection']",
+    ]
+    for item in sets:
+        argv += ["--set", item]
+    assert main(argv) == 0
+    run_dir = next(p for p in Path(tmp_path).iterdir() if p.is_dir())
+    rows = MetricsLog(run_dir / "metrics.jsonl").rows()
+    warmup = [r for r in rows if r["phase"] == "warmup"]
+    assert warmup and all(math.isfinite(r["train/loss"]) for r in warmup)  # oracle demos
+    rl = [r for r in rows if r["phase"] == "rl"]
+    assert [r["rl_step"] for r in rl] == [1, 2]
+    for r in rl:
+        assert r["rollout/failed"] == 0.0 and "rollout/reward/resolved" in r

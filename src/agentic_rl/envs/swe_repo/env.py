@@ -43,7 +43,7 @@ Known failure modes
     Library code runs inside the test process, so code that patches pytest could forge a run;
     the grader's check for that is a heuristic (:data:`~agentic_rl.envs.swe_repo.testing.SUSPICIOUS`).
     A test that fails for a reason besides the assertion (a ``RecursionError``) gives a thin
-    issue. The catalogue's bugs are finite (``split`` holds some out).
+    issue. The catalogue's bugs are finite: ``split`` or ``heldout_from_seed`` hold some out.
 """
 
 from __future__ import annotations
@@ -97,15 +97,6 @@ DEFAULT_PERMISSIONS: dict[str, Any] = {
 _MAX_FILE = 4 << 20
 
 
-def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
 @dataclasses.dataclass(frozen=True)
 class SweSnapshot:
     """An episode state (see the module docstring); immutable."""
@@ -126,6 +117,10 @@ class SweRepoEnv(ToolEnv):
         levels: levels to draw from (subset of :data:`~.tasks.LEVELS`).
         repos: repository names to draw from (None: all of each level's).
         split: ``"all"``, ``"train"`` or ``"test"`` bugs (see :mod:`~.tasks`).
+        heldout_from_seed: when set, seeds at or above it play the ``test`` split and the
+            others the ``train`` split (``split`` must stay ``"all"``): the recipe sets it to
+            the held-out evaluation's first seed, so evaluation plays bugs that the warm-up
+            and the RL steps never saw.
         bash_timeout_s: wall-clock limit of one ``bash`` command.
         test_timeout_s: wall-clock limit of one ``run_tests`` call and of the grading run.
         max_output_chars: longest ``bash``/``run_tests`` output shown (head and tail kept).
@@ -148,17 +143,26 @@ class SweRepoEnv(ToolEnv):
         "Fix a bug injected into a real Python repository (7 pinned PyPI projects, their own "
         "pytest suites) with bash, file tools and run_tests in the sandbox; graded on pristine tests"
     )
-    #: budgets of ``agentic-rl train --env swe-repo-v0`` (SmolLM2 tokenizer, signature prompt):
-    #: the oracle takes 4 turns; its longest reply (the edit) and its episodes' length are
-    #: measured in docs/env_baselines.md. Warm-up and RL settings: web-shop-v0's, the
-    #: multi-turn tool env that lifted (docs/training_runs.md)
+    #: ``agentic-rl train --env swe-repo-v0``, sized for SmolLM2-135M on a CPU: the easy level
+    #: (the 135M model has no signal elsewhere), evaluated on held-out bugs; budgets from the
+    #: oracle's episodes (4 turns, replies up to 272 tokens, episodes up to ~1,500 tokens on the
+    #: easy level, SmolLM2 tokenizer, signature prompt; tests/envs/test_swe_repo.py checks them);
+    #: small RL steps (4 tasks x 4), 20 held-out tasks; warm-up and RL settings of web-shop-v0's
+    #: run that lifted (docs/training_runs.md)
     recipe_overrides: dict[str, Any] = {
+        "env.kwargs.levels": ["easy"],
+        "env.kwargs.heldout_from_seed": 1_000_000,  # eval.seed_start: evaluation on unseen bugs
+        "env.kwargs.tool_prompt": "signature",
         "rollout.max_turns": 8,
         "rollout.max_new_tokens": 320,
-        "rollout.max_total_tokens": 4096,
-        "env.kwargs.tool_prompt": "signature",
+        "rollout.max_total_tokens": 3072,
         "warmup.num_demos": 32,
         "warmup.epochs": 2,
+        "algorithm.tasks_per_step": 4,
+        "algorithm.group_size": 4,
+        "sampling.rollout_tasks": 4,
+        "sampling.max_sample_rounds": 1,
+        "eval.size": 20,
         "optim.lr": 1e-5,
         "rollout.temperature": 0.7,
         "loss.loss_agg": "seq-mean-token-mean",
@@ -172,6 +176,7 @@ class SweRepoEnv(ToolEnv):
         levels: tuple[str, ...] | list[str] = tuple(LEVELS),
         repos: tuple[str, ...] | list[str] | None = None,
         split: str = "all",
+        heldout_from_seed: int | None = None,
         bash_timeout_s: float = 20.0,
         test_timeout_s: float = 60.0,
         max_output_chars: int = 1500,
@@ -194,7 +199,15 @@ class SweRepoEnv(ToolEnv):
         ):
             if not value > 0:
                 raise ValueError(f"{name} must be positive, got {value}")
-        self.pools = task_pools(self.levels, None if repos is None else tuple(repos), split)
+        repos = None if repos is None else tuple(repos)
+        self.heldout_from_seed = heldout_from_seed
+        self.heldout_pools = None
+        if heldout_from_seed is not None:
+            if split != "all":
+                raise ValueError("heldout_from_seed splits the bugs itself: leave split='all'")
+            split = "train"
+            self.heldout_pools = task_pools(self.levels, repos, "test")
+        self.pools = task_pools(self.levels, repos, split)
         self.bash_timeout_s, self.test_timeout_s = float(bash_timeout_s), float(test_timeout_s)
         self.max_output_chars, self.read_lines = int(max_output_chars), int(read_lines)
         self.max_steps = int(max_steps)
@@ -218,48 +231,16 @@ class SweRepoEnv(ToolEnv):
 
     # -- tools -------------------------------------------------------------------------------
     def _tools(self) -> dict[str, Tool]:
-        text = {"type": "string"}
-        path = {"type": "string", "description": "path relative to the repository root"}
-        return {
-            "bash": Tool(
-                "bash",
-                "Run a shell command in the repository (no network).",
-                _schema({"command": text}, ["command"]),
-                self._bash,
-                self._limit_risk,
-            ),
-            "read_file": Tool(
-                "read_file",
-                f"Show lines of a file (at most {self.read_lines}; end_line 0: as many).",
-                _schema(
-                    {
-                        "path": path,
-                        "start_line": {"type": "integer"},
-                        "end_line": {"type": "integer"},
-                    },
-                    ["path"],
-                ),
-                self._read_file,
-                self._path_risk,
-            ),
-            "edit_file": Tool(
-                "edit_file",
-                "Replace the one exact occurrence of old with new in a file.",
-                _schema({"path": path, "old": text, "new": text}, ["path", "old", "new"]),
-                self._edit_file,
-                self._path_risk,
-            ),
-            "run_tests": Tool(
-                "run_tests",
-                "Run pytest on test files or ids (file.py::test_name); empty: the whole suite.",
-                _schema({"target": text}, []),
-                self._run_tests,
-                self._limit_risk,
-            ),
-            "submit": Tool(
-                "submit", "Submit your fix; ends the episode.", _schema({}, []), self._submit
-            ),
-        }
+        return swe_tools.make_tools(
+            {
+                "bash": (self._bash, self._limit_risk),
+                "read_file": (self._read_file, self._path_risk),
+                "edit_file": (self._edit_file, self._path_risk),
+                "run_tests": (self._run_tests, self._limit_risk),
+                "submit": (self._submit, None),
+            },
+            self.read_lines,
+        )
 
     def _sandbox(self) -> EpisodeSandbox:
         if self.box is None or self.task is None:
@@ -349,7 +330,9 @@ class SweRepoEnv(ToolEnv):
             EnvUnavailableError: git is missing or the cached repository changed.
         """
         seed = self.start_episode(seed, options)
-        self.task = task = make_task(seed, self.levels, self.pools)
+        heldout = self.heldout_pools is not None and seed >= (self.heldout_from_seed or 0)
+        pools = self.heldout_pools if heldout and self.heldout_pools else self.pools
+        self.task = task = make_task(seed, self.levels, pools)
         image = workspace_image(task.bug)
         if self.box is not None:
             self.box.close()
@@ -364,6 +347,7 @@ class SweRepoEnv(ToolEnv):
             "file": task.bug.file,
             "function": task.bug.mutation.function,
             "failing_tests": len(task.bug.failing),
+            "heldout": heldout,
         }
         return self.first_observation(task.issue), info
 

@@ -14,11 +14,23 @@ import ast
 import json
 import re
 import shlex
+from collections.abc import Callable
+from typing import Any
 
+from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 from agentic_rl.tools.sandbox.python_tool import ExecResult
 
-__all__ = ["BASH_ENV", "cut", "edit_text", "normalize", "parse_targets", "read_window", "run_bash"]
+__all__ = [
+    "BASH_ENV",
+    "cut",
+    "make_tools",
+    "edit_text",
+    "normalize",
+    "parse_targets",
+    "read_window",
+    "run_bash",
+]
 
 _BASH = """
 import json as _j, os as _o, signal as _s, subprocess as _sp
@@ -146,3 +158,52 @@ def edit_text(text: str, path: str, old: str, new: str) -> str:
     if count > 1:
         raise ValueError(f"old occurs {count} times in {path}: include more surrounding lines")
     return text.replace(old, new, 1)
+
+
+def _schema(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def make_tools(fns: dict[str, tuple[Callable[..., Any], Any]], read_lines: int) -> dict[str, Tool]:
+    """The five tools of ``swe-repo-v0`` (schemas and descriptions) around ``fns``:
+    ``{name: (function, risk detector or None)}`` for ``bash``, ``read_file``, ``edit_file``,
+    ``run_tests`` and ``submit``.
+
+    Raises:
+        KeyError: a tool's function is missing.
+    """
+    text = {"type": "string"}
+    path = {"type": "string", "description": "path relative to the repository root"}
+    lines = {"path": path, "start_line": {"type": "integer"}, "end_line": {"type": "integer"}}
+    specs = {
+        "bash": (
+            "Run a shell command in the repository (no network).",
+            {"command": text},
+            ["command"],
+        ),
+        "read_file": (
+            f"Show lines of a file (at most {read_lines}; end_line 0: as many).",
+            lines,
+            ["path"],
+        ),
+        "edit_file": (
+            "Replace the one exact occurrence of old with new in a file.",
+            {"path": path, "old": text, "new": text},
+            ["path", "old", "new"],
+        ),
+        "run_tests": (
+            "Run pytest on test files or ids (file.py::test_name); empty: the whole suite.",
+            {"target": text},
+            [],
+        ),
+        "submit": ("Submit your fix; ends the episode.", {}, []),
+    }
+    return {
+        name: Tool(name, doc, _schema(props, required), fns[name][0], fns[name][1])
+        for name, (doc, props, required) in specs.items()
+    }
