@@ -84,6 +84,24 @@ def test_smollm2_keeps_the_chatml_fast_path_and_its_template_checks_too(tokenize
 SCHEMA = calculator.schema()
 
 
+@pytest.mark.parametrize(
+    ("name", "listed_by"),
+    [
+        ("qwen2.5", "<tools>"),  # the template's own tools block
+        ("llama3", "Given the following functions"),
+        ("gemma", "Tools (call one with ```tool_code"),  # no block: our list, the format's syntax
+    ],
+)
+def test_the_tool_list_is_shown_the_way_the_template_shows_it(name, listed_by):
+    chat = TemplateChatFormat(_family(name), name, template_kwargs=template_kwargs(name))
+    system = Message("system", render_tool_system_prompt("Use the calculator.", [SCHEMA]))
+    prompt = chat.render_prompt([system, Message("user", "6*7?")], (SCHEMA,))
+    assert listed_by in prompt and "Use the calculator." in prompt
+    assert prompt.count('"calculator"') == 1  # listed once
+    if name != "gemma":
+        assert "Tools (call one with" not in prompt
+
+
 class ProbeEnv(Env):
     """Four turns: one call, two calls, an answer that gets feedback as a user message, a final
     answer. Replies are checked by what they parsed into; tool results are fixed texts."""
