@@ -12,11 +12,12 @@ Cleanup, in every way an owner can end:
 * :meth:`Browser.close` (idempotent, never raises): ``driver.quit()``, then SIGKILL to the
   process group and to any process still naming the profile folder, then the folder is deleted;
 * an exception in the owner: envs call ``close`` from ``finally``/``close()``;
-* the owner killed (SIGKILL, a crash, an interpreter that never runs ``finally``): a watchdog
-  process (:mod:`agentic_rl.tools.browser._watchdog`, in its own session) holds the read end of
-  a pipe whose only write end is the owner's; the kernel closes it when the owner dies, and the
-  watchdog then kills the group and the profile's processes and deletes the folder. The group id
-  is sent to the watchdog the moment ``chromedriver`` is spawned, before any Chromium exists.
+* the owner killed (SIGKILL, a crash, an interpreter that never runs ``finally``): the owner's
+  child-server watchdog (:mod:`agentic_rl.processes`, shared with every other child server)
+  holds the read end of a pipe whose only write end is the owner's; the kernel closes it when
+  the owner dies, and the watchdog then kills the group and the profile's processes and deletes
+  the folder. The profile is registered before anything starts, the group id the moment
+  ``chromedriver`` is spawned, before any Chromium exists.
 
 Layer rule: imports the standard library only; Selenium is imported when a browser starts.
 ``chromedriver`` and Chromium run in :func:`browser_environment`: without a preloaded ``malloc``
@@ -33,13 +34,14 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from agentic_rl.processes import Registration, guard
+from agentic_rl.tools.browser.identity import browser_identity
 
 __all__ = [
     "CHROMIUM_FLAGS",
@@ -64,8 +66,8 @@ CHROMIUM_FLAGS = (
     "--disable-dev-shm-usage",
     "--disable-breakpad",
     "--disable-extensions",
+    "--remote-debugging-pipe",  # DevTools to chromedriver over a pipe: no port to connect to
 )
-_WATCHDOG = Path(__file__).with_name("_watchdog.py")
 
 
 def browser_environment(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -175,12 +177,7 @@ class Browser:
         self.driver: Any = None
         self.pgid: int | None = None
         self.profile: str | None = None
-        self._watchdog: subprocess.Popen[bytes] | None = None
-
-    def _tell(self, line: str) -> None:
-        if self._watchdog is not None and self._watchdog.stdin is not None:
-            self._watchdog.stdin.write(f"{line}\n".encode())
-            self._watchdog.stdin.flush()
+        self._registration: Registration | None = None
 
     def start(self) -> Any:
         """Start the browser (once; later calls return the same driver).
@@ -203,13 +200,13 @@ class Browser:
                 f"selenium is not installed ({exc}): pip install 'agentic-rl[web]'"
             ) from None
         chromium, chromedriver = find_browser(self.config)
+        try:
+            identity = browser_identity()  # never root: a uid of its own when we are root
+        except PermissionError as exc:
+            raise BrowserUnavailableError(str(exc)) from None
+        command = identity.argv(chromedriver)
         self.profile = tempfile.mkdtemp(prefix="agentic-rl-browser-")
-        self._watchdog = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(_WATCHDOG)],
-            stdin=subprocess.PIPE,
-            start_new_session=True,
-        )
-        self._tell(f"dir {self.profile}")
+        self._registration = guard().register(cmdline=self.profile, rmtree=self.profile)
         browser = self
 
         class _GuardedService(Service):
@@ -218,7 +215,11 @@ class Browser:
             def _start_process(self, path: str) -> None:
                 super()._start_process(path)
                 browser.pgid = self.process.pid
-                browser._tell(f"pgid {self.process.pid}")
+                if browser._registration is not None:
+                    browser._registration.add(pgid=self.process.pid)
+
+            def command_line_args(self) -> list[str]:
+                return [*command[1:], *super().command_line_args()]  # setpriv … chromedriver
 
         options = webdriver.ChromeOptions()
         options.binary_location = chromium
@@ -226,12 +227,13 @@ class Browser:
         for flag in (*CHROMIUM_FLAGS, f"--window-size={width},{height}", *self.config.extra_flags):
             options.add_argument(flag)
         options.add_argument(f"--user-data-dir={self.profile}")
-        service = _GuardedService(
-            executable_path=chromedriver,
-            popen_kw={"start_new_session": True},
-            env={**browser_environment(), "XDG_CONFIG_HOME": os.path.join(self.profile, "config")},
-        )
+        env = {**browser_environment(), "XDG_CONFIG_HOME": os.path.join(self.profile, "config")}
         try:
+            service = _GuardedService(
+                executable_path=command[0],
+                popen_kw={"start_new_session": True},
+                env=identity.prepare(self.profile, env),
+            )
             self.driver = webdriver.Chrome(service=service, options=options)
             self.driver.set_page_load_timeout(self.config.page_load_timeout_s)
         except BaseException:
@@ -267,14 +269,9 @@ class Browser:
                     pass
             _remove_tree(self.profile)
         self.pgid, self.profile = None, None
-        watchdog, self._watchdog = self._watchdog, None
-        if watchdog is not None:
-            try:
-                watchdog.stdin.write(b"forget\n")  # type: ignore[union-attr]
-                watchdog.stdin.close()  # type: ignore[union-attr]
-                watchdog.wait(timeout=5)
-            except Exception:  # noqa: BLE001 - it exits on EOF anyway
-                watchdog.kill()
+        registration, self._registration = self._registration, None
+        if registration is not None:
+            registration.release()
 
     def __del__(self) -> None:
         try:

@@ -8,7 +8,7 @@ one; :func:`release` takes it back (on ``about:blank``; a browser that cannot ge
 closed) unless :attr:`BrowserPool.max_idle` browsers are idle already (then it is closed);
 :func:`close_all` closes every idle browser and runs at interpreter exit (``atexit``).
 
-Cleanup guarantees are :class:`Browser`'s own: each pooled browser keeps its watchdog, so a
+Cleanup guarantees are :class:`Browser`'s own: each pooled browser keeps its watchdog registration, so a
 SIGKILLed owner leaves no process, idle browsers included. A child made by ``os.fork`` starts
 with an empty pool (the parent's browsers stay the parent's: the child forgets them without
 closing them).
@@ -91,7 +91,8 @@ def healthy(browser: Browser) -> bool:
 def _disown(browser: Browser) -> None:
     """Make this process's copy of ``browser`` forget its processes (a forked child's copy of a
     parent's browser: closing it would kill the parent's)."""
-    browser.driver, browser.pgid, browser.profile, browser._watchdog = None, None, None, None
+    browser.driver, browser.pgid, browser.profile = None, None, None
+    browser._registration = None
 
 
 class BrowserPool:
