@@ -15,6 +15,7 @@ This module imports only the standard library.
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -346,6 +347,64 @@ class Turn:
         return sum(self.loss_mask)
 
 
+_INT64 = 2**63
+
+
+def request_seed(seed: int, stream: int, turn: int) -> int:
+    """The sampling seed of turn ``turn`` of the episode with index ``stream`` in a round sampled
+    with ``seed``: the first 8 bytes (little-endian) of BLAKE2b(``"{seed}:{stream}:{turn}"``), an
+    int in [0, 2**64). The rollout engine gives it to the policy with each request
+    (``GenerationRequest.sample_seed``), so every request has a random stream of its own that
+    does not depend on which others share its batch. Never raises."""
+    digest = hashlib.blake2b(f"{seed}:{stream}:{turn}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+@dataclass(frozen=True)
+class RolloutSampling:
+    """How the policy sampled one rollout: what made the G members of a group differ, and what
+    re-samples one of them.
+
+    The members of a group share the round's ``seed`` and differ by ``stream``; the request of
+    turn t was sampled with :func:`request_seed` ``(seed, stream, t)``. Re-sampling a member:
+    ``run_episodes(..., sample_seed=seed, first_index=stream)`` with the same policy weights
+    (``Trajectory.policy_version``), temperature and budgets gives the same tokens with a policy
+    that honours per-request seeds (the in-process samplers do; a server does as far as it
+    honours the ``seed`` field of its completions API).
+
+    Attributes:
+        seed: the round's sampling seed; None when the policy's shared RNG was used (the draw
+            depends on the batch: such a rollout cannot be re-sampled by seed).
+        stream: the episode's index in its round (>= 0).
+        temperature: T of softmax(logits / T) (> 0).
+        greedy: argmax decoding (evaluation).
+        max_new_tokens: the most tokens one reply could have.
+
+    Raises:
+        ValueError: on construction, ``seed`` outside a signed 64-bit int, ``stream`` < 0,
+            ``temperature`` not > 0 or ``max_new_tokens`` < 1.
+    """
+
+    seed: int | None
+    stream: int
+    temperature: float
+    greedy: bool = False
+    max_new_tokens: int = 256
+
+    def __post_init__(self) -> None:
+        if self.seed is not None and not -_INT64 <= self.seed < _INT64:
+            raise ValueError(f"sampling seed must fit a signed 64-bit int, got {self.seed}")
+        if self.stream < 0 or not self.temperature > 0 or self.max_new_tokens < 1:
+            raise ValueError(
+                f"bad rollout sampling: stream {self.stream}, temperature {self.temperature}, "
+                f"max_new_tokens {self.max_new_tokens}"
+            )
+
+    def turn_seed(self, turn: int) -> int | None:
+        """The seed of turn ``turn``'s request (:func:`request_seed`), None without a seed."""
+        return None if self.seed is None else request_seed(self.seed, self.stream, turn)
+
+
 @dataclass(frozen=True)
 class Trajectory:
     """One episode: the turns, the exact token stream, and the scored reward.
@@ -382,6 +441,10 @@ class Trajectory:
             tokens the policy did not sample: prompts, env text); empty when not recorded. An
             episode in flight across a weight update (async training's partial rollouts) holds
             several versions.
+        sampling: how it was sampled (seed, stream, temperature, ...: :class:`RolloutSampling`),
+            as the rollout engine or the chat-completions runner recorded it (a scripted
+            oracle's episode through the engine records the engine's settings too); None when
+            built otherwise or stored before the field existed.
     """
 
     env_id: str
@@ -401,6 +464,7 @@ class Trajectory:
     failure: str | None = None
     policy_version: int | None = None
     token_versions: tuple[int, ...] = ()
+    sampling: RolloutSampling | None = None
 
     @property
     def segments(self) -> tuple[tuple[int, int], ...]:

@@ -32,7 +32,7 @@ def test_every_stop_reason_and_none_reward_round_trip(make_trajectory, reason):
 
 def test_record_layout_and_extra_keys(make_trajectory):
     record = trajectory_to_record(make_trajectory(), run="r1", step=3, phase="rl", advantage=0.5)
-    assert record["schema_version"] == SCHEMA_VERSION == 3
+    assert record["schema_version"] == SCHEMA_VERSION == 4
     assert record["stop_reason"] == "terminated"  # enum stored as its value
     assert (record["run"], record["step"], record["phase"], record["advantage"]) == (
         "r1",
@@ -51,7 +51,7 @@ def test_extra_key_colliding_with_field_raises(make_trajectory):
         trajectory_to_record(make_trajectory(), reward=3.0)
 
 
-@pytest.mark.parametrize("version", [None, 0, 4, "1"])
+@pytest.mark.parametrize("version", [None, 0, 5, "1"])
 def test_unknown_schema_version_raises(make_trajectory, version):
     record = trajectory_to_record(make_trajectory())
     if version is None:

@@ -22,6 +22,11 @@ must report logprobs of the distribution it sampled from, i.e. after temperature
 sampling filter (top-p, top-k, repetition penalty) may be on, because the trainer scores the
 plain temperature softmax. This module sends ``top_p=1`` and no penalties.
 
+Seeds. A request's ``sample_seed`` (:func:`~agentic_rl.types.request_seed`, in [0, 2**64)) is
+sent as the completions API's ``seed``, reduced mod 2**63 to fit a signed 64-bit field (vLLM
+then samples that request from a generator of its own), so a rollout recorded with its
+``Trajectory.sampling`` can be re-sampled from the server as far as the server honours seeds.
+
 End of turn. If the server stopped on the end-of-turn token but did not return it, the reply
 is returned as not ``finished``: the engine then appends ``<|im_end|>`` as environment text
 (loss mask 0), so no token without a logprob is ever trained.
@@ -203,6 +208,7 @@ class OpenAICompatPolicy:
             temperature=0.0 if sampling.greedy else sampling.temperature,
             top_p=1.0,
             logprobs=1,
+            **({} if req.sample_seed is None else {"seed": req.sample_seed % 2**63}),
             extra_body=self.extra_body,
         )
         if not response.choices:

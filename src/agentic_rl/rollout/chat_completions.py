@@ -40,6 +40,7 @@ from agentic_rl.tools.definition.parser import call_id
 from agentic_rl.types import (
     Action,
     Message,
+    RolloutSampling,
     StopReason,
     ToolCall,
     ToolCallError,
@@ -109,6 +110,7 @@ class _ChatEpisode:
     seed: int
     group_id: str
     policy_version: int | None
+    sampling: RolloutSampling
     tid: str = field(default_factory=lambda: uuid.uuid4().hex)
     info: dict[str, Any] = field(default_factory=lambda: {"token_ids": "none"})
     messages: list[Message] = field(default_factory=list)
@@ -137,6 +139,7 @@ class _ChatEpisode:
             info=self.info,
             failure=self.failure,
             policy_version=self.policy_version,
+            sampling=self.sampling,
         )
 
 
@@ -161,10 +164,15 @@ def run_chat_episode(
         policy_version: recorded as ``Trajectory.policy_version`` when given.
 
     Returns:
-        The trajectory (no token stream); a failed request or a raising env ends it with
+        The trajectory (no token stream; ``sampling`` records the temperature and ``max_tokens``,
+        no seed: the server's RNG); a failed request or a raising env ends it with
         ``StopReason.ERROR`` and ``Trajectory.failure``. Never raises for those.
+
+    Raises:
+        ValueError: ``temperature`` < 0 or ``max_tokens`` < 1.
     """
-    ep = _ChatEpisode(env, seed, group_id, policy_version)
+    how = RolloutSampling(None, 0, temperature or 1.0, temperature == 0, max_tokens)
+    ep = _ChatEpisode(env, seed, group_id, policy_version, how)
     try:
         obs, reset_info = env.reset(seed=seed, options={"trajectory_id": ep.tid})
     except Exception as exc:  # noqa: BLE001 - a broken env fails its episode only

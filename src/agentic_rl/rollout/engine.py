@@ -24,7 +24,11 @@ Two schedules, same trajectories:
   episode, then every env step.
 
 With ``sample_seed`` set, each request carries a seed derived from (sample_seed, episode index,
-turn), so the sampled tokens do not depend on the schedule or on batch composition.
+turn) (:func:`~agentic_rl.types.request_seed`), so the sampled tokens do not depend on the
+schedule or on batch composition. Each trajectory records how it was sampled
+(``Trajectory.sampling``: the round's seed, its episode index, temperature, greedy,
+``max_new_tokens``), so a stored record says how the members of its group differed and how to
+re-sample one.
 
 Segments (context rebuilds, see :mod:`agentic_rl.rollout.context`). When an env step sets
 ``Observation.context_reset``, or when ``context_max_tokens`` is set and the next turn's context
@@ -61,7 +65,6 @@ env wrote itself: tool results are already made valid text by the tools layer).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 import uuid
@@ -74,7 +77,16 @@ from agentic_rl.envs.base import Env
 from agentic_rl.policy.base import GenerationRequest, Policy, SamplingParams
 from agentic_rl.policy.chat_template import AnyChatFormat as ChatFormat
 from agentic_rl.rollout import segments
-from agentic_rl.types import Action, Message, Observation, StopReason, Trajectory, Turn
+from agentic_rl.types import (
+    Action,
+    Message,
+    Observation,
+    RolloutSampling,
+    StopReason,
+    Trajectory,
+    Turn,
+    request_seed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +231,8 @@ def run_episodes(
             0 runs them inline). first_index: batch index of ``envs[0]`` (a shard's seeds).
 
     Raises:
-        ValueError: ``envs``, ``seeds`` and ``group_ids`` differ in length, or an env instance
-            appears twice.
+        ValueError: ``envs``, ``seeds`` and ``group_ids`` differ in length, an env instance
+            appears twice, or ``sample_seed`` does not fit a signed 64-bit int (it is recorded).
     """
     if not len(envs) == len(seeds) == len(group_ids):
         raise ValueError("envs, seeds and group_ids must have the same length")
@@ -229,6 +241,10 @@ def run_episodes(
     started = time.perf_counter()
     batch = enumerate(zip(envs, seeds, group_ids), first_index)
     episodes = [_Episode(env, int(s), str(g), i) for i, (env, s, g) in batch]
+    recorded = [  # checked before any work: a seed the record cannot hold fails here
+        RolloutSampling(sample_seed, ep.index, config.temperature, greedy, config.max_new_tokens)
+        for ep in episodes
+    ]
     for ep in episodes:
         _start(ep, chat, config)
     sampling = SamplingParams(temperature=config.temperature, greedy=greedy)
@@ -242,18 +258,15 @@ def run_episodes(
                 ep.extend(gen.token_ids, 1, gen.logprobs, gen.policy_versions)
                 _step(ep, chat, config, list(gen.token_ids), gen.finished, request.max_new_tokens)
     elapsed = time.perf_counter() - started
-    return [_finish(ep, elapsed / max(len(episodes), 1)) for ep in episodes]
+    seconds = elapsed / max(len(episodes), 1)
+    return [_finish(ep, seconds, how) for ep, how in zip(episodes, recorded)]
 
 
 def _request(
     ep: _Episode, index: int, config: RolloutConfig, sample_seed: int | None
 ) -> GenerationRequest:
     turn = len(ep.turns)
-    seed = None
-    if sample_seed is not None:
-        key = f"{sample_seed}:{ep.index}:{turn}".encode()
-        digest = hashlib.blake2b(key, digest_size=8).digest()
-        seed = int.from_bytes(digest, "little")
+    seed = None if sample_seed is None else request_seed(sample_seed, ep.index, turn)
     return GenerationRequest(
         tuple(ep.ids[ep.segment_starts[-1] :]),  # the current segment: what the policy is fed
         min(config.max_new_tokens, config.max_total_tokens - (len(ep.ids) - ep.segment_starts[-1])),
@@ -455,7 +468,7 @@ def _end_cut_turn(ep: _Episode, config: RolloutConfig, text: str, num_sampled: i
     ep.span_start = len(ep.ids)
 
 
-def _finish(ep: _Episode, seconds: float) -> Trajectory:
+def _finish(ep: _Episode, seconds: float, sampling: RolloutSampling) -> Trajectory:
     # per-token versions: the oldest is the episode's
     sampled_by = [v for v in ep.versions if v >= 0]
     return Trajectory(
@@ -474,4 +487,5 @@ def _finish(ep: _Episode, seconds: float) -> Trajectory:
         failure=ep.failure,
         policy_version=min(sampled_by) if sampled_by else None,
         token_versions=tuple(ep.versions),
+        sampling=sampling,
     )

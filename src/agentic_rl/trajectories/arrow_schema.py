@@ -1,7 +1,7 @@
 """The Parquet (Arrow) schema of stored trajectories, and the record <-> row conversion.
 
 One fixed schema, so that every shard of a store has the same columns and DuckDB, pandas,
-pyarrow and HF ``datasets`` read a whole store as one table. Columns (schema version 3):
+pyarrow and HF ``datasets`` read a whole store as one table. Columns (schema version 4):
 
 =====================  ==================================================================
 column                 type and meaning
@@ -41,6 +41,11 @@ segment_starts         list<int64>: token indices where the stream's segments st
 timings                list<struct<name: string, value: float64>> (seconds)
 failure                string: why the trajectory failed (null = it did not; in info_json
                        before version 3)
+sampling               struct<seed: int64, stream: int64, temperature: float64, greedy: bool,
+                       max_new_tokens: int64>: how the policy sampled it
+                       (:class:`~agentic_rl.types.RolloutSampling`; seed null = the shared
+                       RNG); null when no policy sampled it, and in shards of versions 1 to 3
+                       (written before the column existed; they read back with no sampling)
 info_json              string: the trajectory's free ``info`` dict as JSON
 extra_json             string: any other top-level record keys as JSON
 =====================  ==================================================================
@@ -132,6 +137,16 @@ _TURN = pa.struct(
     ]
 )
 
+_SAMPLING = pa.struct(
+    [
+        ("seed", pa.int64()),
+        ("stream", pa.int64()),
+        ("temperature", pa.float64()),
+        ("greedy", pa.bool_()),
+        ("max_new_tokens", pa.int64()),
+    ]
+)
+
 SCHEMA = pa.schema(
     [
         ("schema_version", pa.int32()),
@@ -163,6 +178,7 @@ SCHEMA = pa.schema(
         ("segment_starts", pa.list_(pa.int64())),
         ("timings", _NAMED),
         ("failure", pa.string()),
+        ("sampling", _SAMPLING),
         ("info_json", pa.string()),
         ("extra_json", pa.string()),
     ]
@@ -191,6 +207,7 @@ _RECORD_KEYS = frozenset(
         "timings",
         "segment_starts",
         "failure",
+        "sampling",
         *_COLUMN_EXTRAS,
     }
 )
@@ -276,6 +293,7 @@ def record_to_row(record: dict[str, Any]) -> dict[str, Any]:
             "segment_starts": record.get("segment_starts"),
             "timings": _named(record.get("timings")),
             "failure": record.get("failure"),
+            "sampling": record.get("sampling"),
             "info_json": _dumps(record["info"]),
             "extra_json": _dumps(extra) if extra else None,
         }
@@ -321,7 +339,8 @@ def row_to_record(row: dict[str, Any]) -> dict[str, Any]:
 
     Optional keys (``run_id``, ``phase``, ``step``, ``env_kwargs``, ``advantages``, ``timings``,
     ...) that were absent or None come back absent; ``failure`` and ``policy_version`` (fields
-    since schema version 3) come back in version 3 rows, None included. Derived columns are
+    since schema version 3) come back in version 3 rows and later, None included, and
+    ``sampling`` (since version 4) in version 4 rows. Derived columns are
     dropped.
     """
     record: dict[str, Any] = {
@@ -343,6 +362,8 @@ def row_to_record(row: dict[str, Any]) -> dict[str, Any]:
     if row["schema_version"] >= 3:  # trajectory fields since version 3, None included
         record["failure"] = row.get("failure")
         record["policy_version"] = row.get("policy_version")
+    if row["schema_version"] >= 4:  # since version 4
+        record["sampling"] = row.get("sampling")
     for key in _COLUMN_EXTRAS:
         if row.get(key) is not None:
             record[key] = row[key]

@@ -11,14 +11,16 @@ Round trip: ``trajectory_from_record(json.loads(json.dumps(trajectory_to_record(
 for any trajectory whose ``info`` dicts and tool arguments hold JSON types (a tuple stored in
 an ``info`` dict comes back as a list).
 
-Record layout (schema version 3; version 1 lacked the optional keys below, versions 1 and 2
-kept the typed step data in ``info`` dicts, see below)::
+Record layout (schema version 4; version 1 lacked the optional keys below, versions 1 and 2
+kept the typed step data in ``info`` dicts, see below; versions 1 to 3 had no ``sampling``)::
 
-    {"schema_version": 3, "env_id": str, "seed": int, "group_id": str,
+    {"schema_version": 4, "env_id": str, "seed": int, "group_id": str,
      "trajectory_id": str, "messages": [{"role", "content"}], "turns": [turn],
      "token_ids": [int], "loss_mask": [int], "logprobs": [float], "stop_reason": str,
      "reward": float | null, "reward_components": {str: float}, "info": {...},
-     "failure": str | null, "policy_version": int | null, **extra}
+     "failure": str | null, "policy_version": int | null,
+     "sampling": {"seed": int | null, "stream", "temperature", "greedy", "max_new_tokens"}
+                 | null, **extra}
 
     turn = {"index", "action": {"text", "tool_calls": [{"name", "arguments", "raw", "id"}],
             "tool_call_errors": [{"raw", "message"}]},
@@ -45,12 +47,18 @@ Older records (versions 1 and 2) kept the typed data in ``info``: a turn's ``inf
 trajectory's ``info`` keys ``failure`` and ``policy_version``. Reading such a record moves
 those keys out of ``info`` into the fields, so an old record reads as the same trajectory a new run would have produced.
 
+``sampling`` (version 4, :class:`~agentic_rl.types.RolloutSampling`) is how the policy sampled
+the trajectory: the round's seed (null: the shared RNG), the episode's stream in the round, the
+temperature, greedy and ``max_new_tokens``; null when no policy sampled it. A record of an older
+version reads back with ``sampling`` None.
+
 ``policy_version`` is also an extra key the trainer passes (the sampling policy's version when
 the trajectory is stored): given as ``extra``, it is the value written.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from agentic_rl.types import (
@@ -59,6 +67,7 @@ from agentic_rl.types import (
     Message,
     Observation,
     RiskEvent,
+    RolloutSampling,
     StopReason,
     ToolCall,
     ToolCallError,
@@ -67,10 +76,10 @@ from agentic_rl.types import (
     Turn,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: versions ``trajectory_from_record`` reads (1: before run_id/env_kwargs/advantages/timings;
-#: 1 and 2: typed step data in ``info``)
-READABLE_VERSIONS = (1, 2, 3)
+#: 1 and 2: typed step data in ``info``; 1 to 3: no ``sampling``)
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 # Top-level keys owned by the trajectory; extra keys may not reuse them.
 TRAJECTORY_KEYS = frozenset(
@@ -92,6 +101,7 @@ TRAJECTORY_KEYS = frozenset(
         "segment_starts",
         "failure",
         "token_versions",
+        "sampling",
     }
 )
 
@@ -173,6 +183,7 @@ def trajectory_to_record(traj: Trajectory, **extra: Any) -> dict[str, Any]:
         "segment_starts": list(traj.segment_starts),
         "failure": traj.failure,
         "policy_version": traj.policy_version,
+        "sampling": None if traj.sampling is None else dataclasses.asdict(traj.sampling),
     }
     if traj.token_versions:  # recorded by async training only (absent from other records)
         record["token_versions"] = list(traj.token_versions)
@@ -229,6 +240,18 @@ def _turn_from_dict(d: dict[str, Any]) -> Turn:
     )
 
 
+def _sampling_from_dict(d: dict[str, Any] | None) -> RolloutSampling | None:
+    if d is None:
+        return None
+    return RolloutSampling(
+        seed=None if d["seed"] is None else int(d["seed"]),
+        stream=int(d["stream"]),
+        temperature=float(d["temperature"]),
+        greedy=bool(d["greedy"]),
+        max_new_tokens=int(d["max_new_tokens"]),
+    )
+
+
 def trajectory_from_record(record: dict[str, Any]) -> Trajectory:
     """Rebuild the ``Trajectory`` stored in ``record``; extra top-level keys are ignored.
 
@@ -266,6 +289,7 @@ def trajectory_from_record(record: dict[str, Any]) -> Trajectory:
             failure=None if failure is None else str(failure),
             policy_version=None if sampled_by is None else int(sampled_by),
             token_versions=tuple(int(v) for v in record.get("token_versions") or ()),
+            sampling=_sampling_from_dict(record.get("sampling")),
         )
     except KeyError as exc:
         raise ValueError(f"trajectory record is missing field {exc.args[0]!r}") from exc
