@@ -415,10 +415,12 @@ def test_sampler_dtype_sets_how_far_recorded_logprobs_are_from_the_trainers(
     )
     rl = _rows(train(config), "rl")
     assert len(rl) == 1 and math.isfinite(rl[0]["train/loss"])
+    # the LM head runs in float32 in both (docs/gpu.md), so bf16 only rounds the layers' matmuls:
+    # measured 6e-5 on this 32-wide model, float32 ~1e-7 (summation order)
     if dtype == "float32":
-        assert rl[0]["train/logprob_diff"] < 1e-4
+        assert rl[0]["train/logprob_diff"] < 1e-5
     else:
-        assert 1e-4 < rl[0]["train/logprob_diff"] < 0.5
+        assert 1e-5 < rl[0]["train/logprob_diff"] < 0.5
 
 
 def test_sampler_dtype_is_validated():

@@ -286,8 +286,7 @@ def policy_gradient_update(
         an :class:`UpdateResult`; metrics ``train/loss``, ``train/kl`` (mean per token of the
         estimator; 0 without reference), ``train/clip_fraction``, ``train/ratio_mean``,
         ``train/entropy``, ``train/logprob_diff`` (mean |logp_train − logp_sampled|),
-        ``train/mismatch_kl`` (k3 estimate of KL(μ‖π_θ) per token, μ the sampler; with the
-        mismatch correction on, KL(μ‖π_old) instead),
+        ``train/mismatch_kl`` (k3 of KL(μ‖π_θ) per token; KL(μ‖π_old) with the correction on),
         ``train/advantage_mean``, ``train/grad_norm``, ``train/tokens``, ``train/rows_trained``
         (distinct rows read, :func:`deduplicate`); with a reference ``train/kl_clamped_fraction``
         (tokens whose k3 log-ratio hit ``KL_LOG_RATIO_CLAMP``); with a critic ``train/value_loss``,
@@ -336,7 +335,7 @@ def policy_gradient_update(
     if critic is not None:
         _finish_step(critic.head, critic.optimizer, critic.max_grad_norm)
     metrics |= {"train/grad_norm": grad_norm, "train/tokens": float(total), **mismatch}
-    metrics |= {"train/rows_trained": float(len(rows))}
+    metrics["train/rows_trained"] = float(len(rows))
     per_input = [list(used[j if owner is None else owner[j]]) for j in range(len(trajectories))]
     return UpdateResult(metrics, per_input, values)
 
@@ -414,11 +413,6 @@ def _micro_step(
     if row_old is not None:  # logprob_diff stays |trainer − sampler|
         diff = (logprobs.detach() - batch.old_logprobs).abs()
         sums["logprob_diff"] = float((diff * copies).sum())
-    # k3 of KL(μ‖π_θ), μ the sampler: e^d − 1 − d with d = logπ − logμ (Schulman 2020)
-    d = (logprobs.detach().double() - batch.old_logprobs.double()).clamp(
-        -KL_LOG_RATIO_CLAMP, KL_LOG_RATIO_CLAMP
-    )
-    sums["mismatch_kl"] = float(((torch.expm1(d) - d) * copies).sum())
     if ref_model is not None and s.kl_estimator == "k3":
         hit = (ref_logprobs.float() - logprobs.detach().float()).abs() > KL_LOG_RATIO_CLAMP
         sums["kl_clamped"] = float((hit.float() * copies).sum())
@@ -467,6 +461,10 @@ def _token_sums(
     ``copies`` times (so the metrics are those of every input row); clip fraction as in
     :func:`~agentic_rl.algorithms.ppo_clip_loss` (the clipped term active)."""
     ratio = torch.exp(logprobs.detach() - old_logprobs)
+    # k3 of KL(old‖π_θ), old the sampler μ (correction off): e^d − 1 − d, d = logπ − logμ
+    d = (logprobs.detach().double() - old_logprobs.double()).clamp(
+        -KL_LOG_RATIO_CLAMP, KL_LOG_RATIO_CLAMP
+    )
     a = adv.to(ratio.device)
     clipped = (
         ((ratio > 1 + clip_eps_high) & (a > 0)) | ((ratio < 1 - clip_eps_low) & (a < 0))
@@ -478,4 +476,5 @@ def _token_sums(
         "entropy": float((entropy * copies).sum()),
         "logprob_diff": float(((logprobs.detach() - old_logprobs).abs() * copies).sum()),
         "advantage": float((a * copies).sum()),
+        "mismatch_kl": float(((torch.expm1(d) - d) * copies).sum()),
     }
