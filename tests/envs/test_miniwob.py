@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -241,14 +243,18 @@ def test_no_process_left_after_the_owning_process_is_killed():
     assert_nothing_left_after_sigkill(OWNER)
 
 
-def test_screenshots_are_stored_with_the_trajectory_and_shown_in_the_viewer(tmp_path):
+def test_screenshots_are_stored_with_the_trajectory_and_shown_in_the_viewer():
     import base64
+    import tempfile
 
     from selenium.webdriver.common.by import By
 
     from agentic_rl.trajectories.serialize import trajectory_to_record
     from agentic_rl.trajectories.viewer import write_view
 
+    # a folder any user may read: a root owner's browser runs as a uid of its own
+    shown = tempfile.mkdtemp(prefix="agentic-rl-view-")
+    os.chmod(shown, 0o755)
     env = make("miniwob/click-option-v0", screenshots=True)
     try:
         trajectory = env.rubric().apply(play_oracle(env, 0, max_turns=6))
@@ -257,7 +263,7 @@ def test_screenshots_are_stored_with_the_trajectory_and_shown_in_the_viewer(tmp_
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
         assert "screenshot_png" in trajectory.turns[0].info
         assert "screenshot_png" not in trajectory.turns[1].info  # the episode ended there
-        page = write_view(tmp_path / "view.html", [trajectory_to_record(trajectory)])
+        page = write_view(Path(shown, "view.html"), [trajectory_to_record(trajectory)])
         driver = env._driver()  # the env's own browser shows the viewer page
         driver.get(page.as_uri())
         driver.find_element(By.CSS_SELECTOR, "#rows tr").click()
@@ -267,6 +273,7 @@ def test_screenshots_are_stored_with_the_trajectory_and_shown_in_the_viewer(tmp_
         assert "Page:" in driver.find_element(By.ID, "d-chat").text  # the page after a tool turn
     finally:
         env.close()
+        shutil.rmtree(shown, ignore_errors=True)
 
 
 UNDER_MIMALLOC = textwrap.dedent(

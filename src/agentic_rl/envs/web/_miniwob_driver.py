@@ -7,6 +7,10 @@ Chromium: through :class:`~agentic_rl.tools.browser.launch.Browser` (Debian's bi
 flags, a watchdog, no leftover process) instead of ``webdriver.Chrome`` with default options.
 With ``pooled=True`` the browser comes from the process-wide pool
 (:mod:`agentic_rl.tools.browser.pool`) and goes back to it on ``close()``.
+The task pages are MiniWoB's ``file://`` pages, or, where the browser's own uid cannot read the
+installed package (a root owner whose virtualenv lies in a private folder such as ``/root``:
+:mod:`agentic_rl.tools.browser.identity`), the same files served by miniwob's HTTP server on
+loopback (:func:`page_base_url`).
 """
 
 from __future__ import annotations
@@ -14,19 +18,34 @@ from __future__ import annotations
 from typing import Any
 
 from miniwob.environment import MiniWoBEnvironment
-from miniwob.selenium_instance import SeleniumInstance
+from miniwob.http_server import start_http_server
+from miniwob.selenium_instance import HTML_DIR, SeleniumInstance
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.wait import WebDriverWait
 
 from agentic_rl.tools.browser import pool
 from agentic_rl.tools.browser.actions import TRACK_TIMERS_JS
+from agentic_rl.tools.browser.identity import readable_by_browser
 from agentic_rl.tools.browser.launch import Browser, BrowserConfig
 
-__all__ = ["GuardedInstance", "GuardedMiniWoB", "TURN_CLOCK_MAX_TIME_MS"]
+__all__ = ["GuardedInstance", "GuardedMiniWoB", "TURN_CLOCK_MAX_TIME_MS", "page_base_url"]
 
 #: the page's own timer under the turn clock: never reached (setTimeout's limit is 2**31 - 1 ms)
 TURN_CLOCK_MAX_TIME_MS = 1_000_000_000
+
+
+def page_base_url() -> str | None:
+    """None (MiniWoB's own ``file://`` pages) when the browser can read the installed pages,
+    else ``http://127.0.0.1:<port>/miniwob/`` of miniwob's one HTTP server for them (a thread of
+    this process, on loopback, started on first use).
+
+    Raises:
+        OSError: the server cannot bind a port.
+    """
+    if readable_by_browser(HTML_DIR / "miniwob"):
+        return None
+    return f"{start_http_server(str(HTML_DIR))}miniwob/"
 
 
 class GuardedInstance(SeleniumInstance):
@@ -113,7 +132,7 @@ class GuardedMiniWoB(MiniWoBEnvironment):
         self, task: str, browser_config: BrowserConfig, turn_clock: bool, pooled: bool = False
     ):
         self._browser_config, self._turn_clock, self._pooled = browser_config, turn_clock, pooled
-        super().__init__(subdomain=task)
+        super().__init__(subdomain=task, base_url=page_base_url())
 
     def _hard_reset_instance(self) -> None:
         if getattr(self, "instance", None) is not None:
