@@ -3,7 +3,8 @@
 Task
     A lemma of :mod:`agentic_rl.envs.coq_proof.lemmas` (117 statements in three levels: basic
     arithmetic/logic, lists, induction over recursive functions), ``reset(seed)`` playing lemma
-    ``seed % N`` of those in ``levels``. Coq is Debian's ``coq`` package (8.16 here).
+    ``seed % N`` of those in ``levels``, in a fixed shuffled order (consecutive seeds cover the
+    families of statements evenly). Coq is Debian's ``coq`` package (8.16 here).
 Observation
     On reset: a system message (instructions, the tool) and a user message with the lemma
     (and, at level 3, the definitions it uses). After each tool call: what Coq said, as a
@@ -54,6 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from typing import Any
 
 from agentic_rl.envs.base import SnapshotNotSupportedError
@@ -166,6 +168,9 @@ class CoqProofEnv(ToolEnv):
         self.levels, self.max_steps = levels, int(max_steps)
         self.tactic_timeout_s = int(tactic_timeout_s)
         self.lemmas = [lem for lem in lemmas() if lem.level in levels]
+        # a fixed shuffle, so that a run of consecutive seeds (the warm-up's, the evaluation's)
+        # draws from every family of statements, not from one block of the catalogue
+        random.Random(0).shuffle(self.lemmas)
         self.config = SandboxConfig(
             backend=sandbox_backend,  # type: ignore[arg-type]
             timeout_s=self.tactic_timeout_s + 5.0,
@@ -202,7 +207,8 @@ class CoqProofEnv(ToolEnv):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        """Draw lemma ``seed % N`` (a random seed if None); Coq starts on the first call."""
+        """Draw lemma ``seed % N`` of :attr:`lemmas` (a random seed if None); Coq starts on the
+        first call."""
         seed = self.start_episode(seed, options)
         self.index = seed % len(self.lemmas)
         self._start(self.index, [], None)
