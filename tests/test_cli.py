@@ -115,7 +115,10 @@ def test_a_closed_stdout_ends_the_command_quietly():
 def test_a_broken_pipe_that_is_not_stdout_stays_an_error(monkeypatch, capsys):
     """Only a closed standard output is quiet: a BrokenPipeError from a socket or a child's
     pipe is a real failure (here stdout is pytest's capture, which no reader closed)."""
-    import agentic_rl.cli.main as cli_main
+    import importlib
+
+    # the module: the package's attribute `main` is the function of that name
+    cli_main = importlib.import_module("agentic_rl.cli.main")
 
     def broken(_args):
         raise BrokenPipeError("a child's pipe")
