@@ -48,6 +48,7 @@ from agentic_rl.envs.registry import gymnasium_id, register_family_in_gymnasium
 from agentic_rl.errors import EnvUnavailableError, UnknownEnvError
 from agentic_rl.trainer.run_dir import MetricsLog
 from agentic_rl.types import Action, ToolCall, ToolCallError
+from tests.killed_owner import pid_alive, run_and_kill, wait_until
 from tests.recipe_settings import TWO_STEP_SMOKE
 
 ENV_ID = "openenv/products_env-v0"
@@ -114,6 +115,16 @@ def test_a_dropped_env_stops_its_server():
     del env
     gc.collect()
     assert process.poll() is not None and not port_open(port)
+
+
+def test_a_killed_trainer_leaves_no_server_or_port():
+    # SIGKILL (the OOM killer's signal) runs no close() and no finalizer: the watchdog stops it
+    code = (
+        f"from agentic_rl.envs import make\nenv = make({ENV_ID!r})\nenv.reset(seed=1)\n"
+        "state = {'pid': env.server.process.pid, 'port': env.server.port}\n"
+    )
+    state = run_and_kill(code)
+    assert wait_until(lambda: not pid_alive(state["pid"]) and not port_open(state["port"]), 10)
 
 
 def test_foreign_errors_are_loud_and_the_horizon_truncates():

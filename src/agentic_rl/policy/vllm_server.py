@@ -18,9 +18,11 @@ virtualenv (``make install-vllm`` builds ``.venv-vllm``). :class:`VLLMServer` ru
 
 The server runs in a new session (its own process group: vLLM forks an engine-core process);
 :meth:`VLLMServer.stop` sends SIGTERM to the whole group, then SIGKILL after a grace period.
-A finalizer (also run at interpreter exit) kills the group if ``stop`` was never called, so no
-process or port outlives the trainer. stdout and stderr go to a log file; a start that fails
-raises :class:`VLLMServerError` naming the log and showing its tail.
+A finalizer (also run at interpreter exit) kills the group if ``stop`` was never called, and the
+trainer's child-server watchdog (:func:`agentic_rl.processes.spawn_guarded`) kills it when the
+trainer is killed (SIGKILL, the OOM killer), so no process or port outlives the trainer.
+stdout and stderr go to a log file; a start that fails raises :class:`VLLMServerError` naming
+the log and showing its tail.
 
 Start time on the 2-core CPU test machine with the converted SmolLM2-135M: about 2.5 minutes
 when the machine is otherwise idle (torch.compile warm-up); with two training runs beside it
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_rl.errors import AgenticRLError
+from agentic_rl.processes import spawn_guarded
 from agentic_rl.venvs import venv_python
 
 PYTHON_ENV_VAR = "AGENTIC_RL_VLLM_PYTHON"
@@ -130,8 +133,9 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
-    """SIGTERM the process group of ``proc``, SIGKILL what is left after ``grace_s`` seconds."""
+def _kill_group(proc: subprocess.Popen, grace_s: float, registration: Any = None) -> None:
+    """SIGTERM the process group of ``proc``, SIGKILL what is left after ``grace_s`` seconds;
+    then release its watchdog ``registration`` (a :class:`agentic_rl.processes.Registration`)."""
     pgid = proc.pid  # start_new_session: the leader's pid is the group id
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
@@ -148,6 +152,8 @@ def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
     deadline = time.monotonic() + 10
     while _group_alive(pgid) and time.monotonic() < deadline:  # children reparented to init
         time.sleep(0.1)
+    if registration is not None:
+        registration.release()
 
 
 class VLLMServer:
@@ -209,6 +215,7 @@ class VLLMServer:
         # weight-sync files (policy/vllm_sync.py); stop() removes them
         self.sync_dir: Path | None = None
         self._finalizer: weakref.finalize | None = None
+        self._registration: Any = None  # the watchdog's (agentic_rl.processes.Registration)
         self._started_at = 0.0
 
     @property
@@ -274,16 +281,16 @@ class VLLMServer:
             raise VLLMServerError(f"port {self.port} on {self.host} is already in use")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
+            self.proc, registration = spawn_guarded(
                 self.command(),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self._environment(),
-                start_new_session=True,
             )
         self._started_at = time.monotonic()
-        self._finalizer = weakref.finalize(self, _kill_group, self.proc, 5.0)
+        self._registration = registration
+        self._finalizer = weakref.finalize(self, _kill_group, self.proc, 5.0, registration)
         return self
 
     def log_tail(self, chars: int = _LOG_TAIL_CHARS) -> str:
@@ -366,7 +373,7 @@ class VLLMServer:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        _kill_group(self.proc, grace_s)
+        _kill_group(self.proc, grace_s, self._registration)
         if self.sync_dir is not None:
             shutil.rmtree(self.sync_dir, ignore_errors=True)
             self.sync_dir = None

@@ -1,8 +1,10 @@
 """The process of one OpenEnv server: :class:`OpenEnvServer` (used by :mod:`agentic_rl.envs.adapters.openenv`).
 
 ``python -m uvicorn <module>.server.app:app`` on 127.0.0.1 with a free port, in its own process
-group; :meth:`OpenEnvServer.start` waits for ``GET /health``; :meth:`OpenEnvServer.stop`
-terminates the group (kills it after 10 s). Imports only the standard library.
+group, under the trainer's child-server watchdog (:func:`agentic_rl.processes.spawn_guarded`:
+a SIGKILLed trainer leaves no server behind); :meth:`OpenEnvServer.start` waits for
+``GET /health``; :meth:`OpenEnvServer.stop` terminates the group (kills it after 10 s). Imports
+only the standard library.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import urllib.request
 from typing import Any
 
 from agentic_rl.errors import EnvUnavailableError
+from agentic_rl.processes import Registration, spawn_guarded
 
 __all__ = ["OpenEnvServer", "shut"]
 
@@ -44,6 +47,7 @@ class OpenEnvServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
         self._log: Any = None
+        self._registration: Registration | None = None
 
     @property
     def base_url(self) -> str:
@@ -61,12 +65,8 @@ class OpenEnvServer:
         self._log = tempfile.TemporaryFile()
         argv = [self.python, "-m", "uvicorn", self.app, "--host", "127.0.0.1"]
         argv += ["--port", str(self.port), "--log-level", "warning"]
-        self.process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=self._log,
-            start_new_session=True,
+        self.process, self._registration = spawn_guarded(
+            argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log
         )
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
@@ -110,6 +110,9 @@ class OpenEnvServer:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+        if self._registration is not None:
+            self._registration.release()
+            self._registration = None
         if self._log is not None:
             self._log.close()
 
