@@ -191,6 +191,8 @@ def _marked_processes(marker: str) -> list[int]:
 def test_stdio_server_per_episode_in_the_sandbox_survives_crash_and_hang(tmp_path):
     shared = tmp_path / "shared"
     (shared / "notes").mkdir(parents=True)
+    for path in (shared, shared / "notes"):  # the server writes as the sandbox's own uid
+        path.chmod(0o777)
     calls = shared / "calls.jsonl"
     spec = {
         "name": "local",

@@ -101,9 +101,15 @@ class ToolsConfig:
             env's built-in policy; otherwise it is passed as ``permissions`` to envs that take
             that argument (an env that does not is a config error). Checked when the config
             loads: a wrong key or value names ``tools.permissions.<key>`` and the file.
+        require_whole_sandbox_limits: refuse to run (at start) on a host that cannot bound each
+            sandbox as a whole (a capped workspace tmpfs and a memory/pids cgroup, see
+            :mod:`agentic_rl.tools.sandbox.limits`), and make every sandbox of the run refuse to
+            start without them; default False: such a host runs sandboxes with per-process
+            limits only, with a warning.
     """
 
     permissions: dict[str, Any] = field(default_factory=dict)
+    require_whole_sandbox_limits: bool = False
 
     def __post_init__(self) -> None:
         if self.permissions:

@@ -26,6 +26,8 @@ from agentic_rl.policy.chat_template import chat_for_model
 from agentic_rl.policy.fast import make_policy_from_config
 from agentic_rl.policy.model_loading import load_tokenizer, resolve_model_dir
 from agentic_rl.tools.mcp import McpServerError
+from agentic_rl.tools.sandbox import limits as sandbox_limits
+from agentic_rl.tools.sandbox.bwrap import SandboxUnavailableError
 from agentic_rl.trainer.backends import RolloutBackend, make_backend
 from agentic_rl.trainer.credit import ALGORITHMS
 from agentic_rl.trainer.critic import Critic
@@ -111,9 +113,17 @@ def validate(config: TrainConfig) -> Path:
             ``[tools.permissions]`` (e.g. a rule for a tool it does not have), or one of its MCP
             servers cannot start; ``[scale]`` names an unreachable Ray cluster (see
             :func:`~agentic_rl.trainer.scale.check_scale`); a
-            server rollout backend or async training under torchrun.
+            server rollout backend or async training under torchrun;
+            ``tools.require_whole_sandbox_limits`` on a host that cannot bound a sandbox as a
+            whole (otherwise it is switched on here for every sandbox of this process and its
+            children).
         ModelNotFoundError: ``model.path`` does not exist.
     """
+    if config.tools.require_whole_sandbox_limits:  # from now on, for every sandbox of the run
+        try:
+            sandbox_limits.require_whole_limits_from_now_on()
+        except SandboxUnavailableError as exc:
+            raise ConfigError(f"tools.require_whole_sandbox_limits = true, but {exc}") from None
     _check_env_kwargs(config)
     if config.algorithm.name not in ALGORITHMS:
         raise ConfigError(

@@ -7,9 +7,15 @@ submitted to that loop with :func:`asyncio.run_coroutine_threadsafe` and awaited
 from the calling thread. Closing sets the stop signal (the client leaves its context: a stdio
 server's stdin is closed, then the MCP SDK terminates and kills its process tree), stops the
 loop and joins the thread; processes that survive that are killed by the session's marker
-(an environment variable every process of the server inherits). Nothing outlives ``close``.
-A stdio server runs under a ``sh`` that writes its exit status to a file, so a server that dies
-before answering ``initialize`` fails the start at once, with its status and stderr.
+(an environment variable every process of the server inherits). Nothing outlives ``close``, nor
+a killed trainer: a stdio server's processes, cgroup, workspace mount and directory are
+registered with the trainer's child-server watchdog (:mod:`agentic_rl.processes`).
+A stdio server runs under a ``sh`` that first joins the session's cgroup (where the host allows
+one: :class:`~agentic_rl.tools.sandbox.limits.WholeLimits`, with the workspace tmpfs) and writes
+the server's exit status to a file when it ends, so a server that dies before answering
+``initialize`` fails the start at once, with its status and stderr. The server's stderr is a
+pipe that a thread of the session drains, keeping the last ``limits.max_stderr_bytes`` (a server
+that writes without end fills no disk and no memory).
 
 Failures are exceptions whose class names are stable (the tool executor shows
 ``Error: <class>: <message>`` to the policy):
@@ -35,10 +41,13 @@ import signal
 import tempfile
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
 from agentic_rl.tools.mcp.spec import McpServerSpec
+from agentic_rl.tools.sandbox.bwrap import WORKER_PATH
+from agentic_rl.tools.sandbox.limits import WholeLimits
 
 __all__ = ["McpSession", "McpError", "McpServerError", "McpTimeoutError", "McpToolError"]
 
@@ -48,8 +57,14 @@ MARKER_VARIABLE = "AGENTIC_RL_MCP_SESSION"
 _CLOSE_TIMEOUT_S = 10.0
 _GRACE_S = 5.0  # beyond a request's own timeout, before the caller stops waiting
 _POLL_S = 0.2
-#: ``sh -c`` script: run the server (``"$@"``), then write its exit status to the file ``$0``
-_EXIT_WRAPPER = '"$@"; echo $? > "$0"'
+#: sandboxed servers' uids (one per session; the python tool's: 200_000+) and gids (one per
+#: server name, shared by its sessions, so its files in rw_paths stay theirs)
+_UID_BASE, _UID_SPAN = 300_000, 100_000
+#: ``sh -c`` script: join the cgroup (write its pid into each ``cgroup.procs`` named before
+#: ``--``), run the server (``"$@"``), then write its exit status to the file ``$0``
+_EXIT_WRAPPER = (
+    'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; "$@"; echo $? > "$0"'
+)
 
 
 class McpError(RuntimeError):
@@ -83,6 +98,56 @@ def _kill_marked(marker: str) -> int:
         except (OSError, ValueError):
             continue
     return killed
+
+
+class StderrTail:
+    """A pipe for a server's stderr and a thread that drains it, keeping the last ``max_bytes``.
+
+    Everything is read (a writer never blocks on a full pipe) and all but the tail dropped, so a
+    server that writes without end costs the host neither disk nor memory.
+
+    Attributes:
+        file: the write end, as a file object to give the server as its stderr.
+        total: bytes read so far.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        read_end, write_end = os.pipe()
+        self.file = os.fdopen(write_end, "w")
+        self.max_bytes, self.total = max_bytes, 0
+        self._data = bytearray()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._drain, args=(read_end,), name="mcp-stderr", daemon=True
+        )
+        self._thread.start()
+
+    def _drain(self, fd: int) -> None:
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                with self._lock:
+                    self.total += len(chunk)
+                    self._data += chunk
+                    if len(self._data) > self.max_bytes:
+                        del self._data[: len(self._data) - self.max_bytes]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def text(self) -> str:
+        """The kept tail, decoded (UTF-8, undecodable bytes replaced). Never raises."""
+        with self._lock:
+            return bytes(self._data).decode("utf-8", "replace")
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Close the write end and wait up to ``timeout_s`` for the writers' end of file (the
+        server's processes are gone by then). Never raises."""
+        try:
+            self.file.close()
+        except OSError:
+            pass
+        self._thread.join(timeout_s)
 
 
 def _text_of(result: Any) -> str:
@@ -120,10 +185,15 @@ class McpSession:
     def __init__(self, spec: McpServerSpec):
         self.spec = spec
         self.marker = secrets.token_hex(8)
-        self._dir = Path(tempfile.mkdtemp(prefix=f"agentic-rl-mcp-{spec.name}-"))
+        self.tag = f"agentic-rl-mcp-{self.marker}"  # in its processes' command lines (the dir)
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{self.tag}-"))
         self.workspace = self._dir / "workspace"
         self.workspace.mkdir()
-        self._log = self._dir / "server.log"
+        self.uid: int | None = None
+        self.gid: int | None = None
+        self.limits: WholeLimits | None = None
+        self.stderr: StderrTail | None = None
+        self._final_status: str | None = None
         self._exit_file = self._dir / "exit_status"
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -142,18 +212,47 @@ class McpSession:
         if spec.transport == "http":
             return StreamableHttpTransport(spec.url, headers=dict(spec.headers) or None)
         env = {**dict(spec.env), MARKER_VARIABLE: self.marker}
-        if spec.sandbox == "bwrap":
-            from agentic_rl.tools.mcp.sandboxed import sandboxed_server_command
-
-            command, args = sandboxed_server_command(spec, self.workspace, self._dir, env)
-            cwd = None
-        else:
-            command, args, cwd = spec.command, list(spec.args), spec.cwd or str(self.workspace)
-        # the server runs under a ``sh`` that writes its exit status to a file: the client does
-        # not notice a server that dies before answering ``initialize``, this file does
-        wrapped = ["-c", _EXIT_WRAPPER, str(self._exit_file), command, *args]
+        argv, cwd = self._server_argv(env)
+        # the server runs under a ``sh`` that joins the cgroup and writes its exit status to a
+        # file: the client does not notice a server that dies before answering ``initialize``
+        procs = [str(f) for f in self.limits.cgroup.procs_files] if self.limits.cgroup else []
+        wrapped = ["-c", _EXIT_WRAPPER, str(self._exit_file), *procs, "--", *argv]
         sh = shutil.which("sh") or "/bin/sh"
-        return StdioTransport(sh, wrapped, env=env, cwd=cwd, keep_alive=False, log_file=self._log)
+        assert self.stderr is not None
+        return StdioTransport(
+            sh, wrapped, env=env, cwd=cwd, keep_alive=False, log_file=self.stderr.file
+        )
+
+    def _server_argv(self, env: dict[str, str]) -> tuple[list[str], str | None]:
+        """The server's argv (in bwrap, or behind the worker's launcher) and working dir."""
+        from agentic_rl.tools.mcp.sandboxed import launcher_argv, sandboxed_server_command
+
+        spec = self.spec
+        if spec.sandbox == "bwrap":
+            argv = sandboxed_server_command(
+                spec, self.workspace, self._dir, env, self.uid, self.gid
+            )
+            return argv, None
+        config = spec.sandbox_config()
+        argv = launcher_argv(spec, config, None, worker=str(WORKER_PATH), cwd=None)
+        return argv, spec.cwd or str(self.workspace)
+
+    def _prepare_stdio(self) -> None:
+        """Whole-sandbox limits (workspace tmpfs, cgroup, watchdog registration), the uid of a
+        sandboxed server on a root host, and the stderr pipe.
+
+        Raises:
+            SandboxUnavailableError: whole limits are required and the host lacks one.
+        """
+        config = self.spec.sandbox_config()
+        self.limits = WholeLimits(
+            self._dir, self.workspace, self.tag, config, environ=f"{MARKER_VARIABLE}={self.marker}"
+        )
+        if self.spec.sandbox == "bwrap" and os.geteuid() == 0:
+            self.uid = _UID_BASE + secrets.randbelow(_UID_SPAN)
+            self.gid = _UID_BASE + zlib.crc32(self.spec.name.encode()) % _UID_SPAN
+            os.chown(self.workspace, self.uid, self.gid)
+        self.stderr = StderrTail(self.spec.max_stderr_bytes)
 
     async def _hold(self, ready: concurrent.futures.Future[None]) -> None:
         from fastmcp import Client
@@ -179,7 +278,9 @@ class McpSession:
         Raises:
             McpServerError: the server did not start or answer ``initialize`` within
                 ``startup_timeout_s`` (the session is closed).
-            SandboxUnavailableError: ``sandbox = "bwrap"`` and bubblewrap cannot run here.
+            SandboxUnavailableError: ``sandbox = "bwrap"`` and bubblewrap cannot run here, or
+                whole-sandbox limits are required (``limits.require_whole_limits``) and the
+                host lacks one.
             ImportError: fastmcp is not installed (``pip install 'agentic-rl[mcp]'``).
         """
         # import before the clock starts (fastmcp takes seconds to import on a loaded machine)
@@ -187,8 +288,10 @@ class McpSession:
         import mcp.shared.exceptions  # noqa: F401
 
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._holder = asyncio.run_coroutine_threadsafe(self._hold(ready), self._loop)
         try:
+            if self.spec.transport == "stdio":
+                self._prepare_stdio()
+            self._holder = asyncio.run_coroutine_threadsafe(self._hold(ready), self._loop)
             self._wait_ready(ready)
         except Exception as exc:
             from agentic_rl.tools.sandbox.bwrap import SandboxUnavailableError
@@ -213,16 +316,19 @@ class McpSession:
                         f"no answer within {self.spec.startup_timeout_s:g} s"
                     ) from None
 
+    def _exit_status(self) -> str | None:
+        if self._final_status is not None:
+            return self._final_status
+        try:
+            return self._exit_file.read_text().strip() or None
+        except OSError:
+            return None
+
     def _failure(self, what: str, exc: BaseException | None) -> str:
         detail = f" ({type(exc).__name__}: {exc})" if exc is not None and str(exc) else ""
-        try:
-            detail += f" (exit status {self._exit_file.read_text().strip()})"
-        except OSError:
-            pass
-        try:
-            tail = self._log.read_text(errors="replace")[-500:].strip()
-        except OSError:
-            tail = ""
+        if self._exit_status() is not None:
+            detail += f" (exit status {self._exit_status()})"
+        tail = self.stderr.text()[-500:].strip() if self.stderr is not None else ""
         stderr = f"; server stderr: {tail}" if tail else ""
         return f"MCP server '{self.spec.name}' {what}{detail}{stderr}"
 
@@ -312,4 +418,9 @@ class McpSession:
             self._loop.close()
         if self.spec.transport == "stdio" and _kill_marked(self.marker):
             log.warning("MCP server '%s': killed processes that outlived the close", self.spec.name)
+        self._final_status = self._exit_status()
+        if self.stderr is not None:
+            self.stderr.close()
+        if self.limits is not None:  # cgroup, workspace mount, directory, watchdog registration
+            self.limits.close()
         shutil.rmtree(self._dir, ignore_errors=True)

@@ -10,6 +10,7 @@ tables, one per server::
     ro_paths = ["/opt/notes_server.py"]     # host paths the sandboxed server may read
     side_effects = { write_note = "workspace_write" }   # permission class per tool
     call_timeout_s = 30.0
+    limits = { memory_bytes = 1073741824, max_processes = 64 }   # the sandbox's limits
 
     [[env.kwargs.mcp_servers]]
     name = "search"
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentic_rl.tools.governance.permissions import SIDE_EFFECTS
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig
 
 __all__ = ["McpServerSpec", "side_effect_from_annotations"]
 
@@ -63,7 +65,25 @@ _KEYS = {
     "side_effects",
     "call_timeout_s",
     "startup_timeout_s",
+    "limits",
 }
+#: keys of a spec's ``limits`` table: the :class:`SandboxConfig` fields that apply to a server's
+#: sandbox, and ``max_stderr_bytes`` (how much of its stderr is kept)
+LIMIT_KEYS = (
+    "memory_bytes",
+    "cpu_seconds",
+    "max_processes",
+    "max_file_bytes",
+    "max_open_files",
+    "tmp_bytes",
+    "workspace_bytes",
+    "workspace_inodes",
+    "cgroup_parent",
+    "require_whole_limits",
+    "max_stderr_bytes",
+)
+#: default of ``limits.max_stderr_bytes``: the tail of the server's stderr kept for error messages
+MAX_STDERR_BYTES = 64 << 10
 
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:
@@ -108,6 +128,11 @@ class McpServerSpec:
             a stdio server that overruns it is stopped (a fresh one starts on the next call).
         startup_timeout_s: longest wait for the server to start and answer ``initialize``, in
             (0, :data:`MAX_TIMEOUT_S`] seconds.
+        limits: stdio: ``{key: value}`` for :data:`LIMIT_KEYS`, over the defaults of
+            :class:`~agentic_rl.tools.sandbox.bwrap.SandboxConfig` (the ``python`` tool's
+            limits: 1 GiB address space per process, 64 processes, 60 s of CPU per process,
+            16 MiB per file, 256 open files, a 256 MiB workspace, a 64 MiB ``/tmp``) and
+            ``max_stderr_bytes`` (:data:`MAX_STDERR_BYTES`); see :meth:`sandbox_config`.
 
     Raises:
         ValueError: on construction, for a bad name, prefix, transport, class, path or limit.
@@ -130,6 +155,7 @@ class McpServerSpec:
     side_effects: tuple[tuple[str, str], ...] = field(default=())
     call_timeout_s: float = 30.0
     startup_timeout_s: float = 60.0
+    limits: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         where = f"mcp server {self.name!r}"
@@ -159,6 +185,40 @@ class McpServerSpec:
                     f"{where}: {key} must be > 0 and <= {MAX_TIMEOUT_S:g} seconds, "
                     f"got {getattr(self, key)!r}"
                 )
+        self._check_limits(where)
+
+    def _check_limits(self, where: str) -> None:
+        for key, value in self.limits:
+            if key not in LIMIT_KEYS:
+                raise ValueError(
+                    f"{where}: unknown limits key {key!r} (allowed: {', '.join(LIMIT_KEYS)})"
+                )
+            kind = str if key == "cgroup_parent" else bool if key == "require_whole_limits" else int
+            if type(value) is not kind:
+                what = {str: "a path", bool: "true or false", int: "an integer"}[kind]
+                raise ValueError(f"{where}: limits.{key} must be {what}, got {value!r}")
+            if kind is int and not 0 < value <= 1 << 62:
+                raise ValueError(f"{where}: limits.{key} must be in [1, 2**62], got {value}")
+        if not 0 < self.max_stderr_bytes <= 1 << 30:
+            raise ValueError(f"{where}: limits.max_stderr_bytes must be in [1, 2**30]")
+        try:
+            self.sandbox_config()
+        except ValueError as exc:
+            raise ValueError(f"{where}: limits: {exc}") from None
+
+    @property
+    def max_stderr_bytes(self) -> int:
+        """How many bytes of the server's stderr are kept (the last ones). Never raises."""
+        return int(dict(self.limits).get("max_stderr_bytes", MAX_STDERR_BYTES))
+
+    def sandbox_config(self) -> SandboxConfig:
+        """The limits of this stdio server's sandbox (``limits`` over the defaults).
+
+        Raises:
+            ValueError: a limit is out of range (e.g. not positive).
+        """
+        own = {k: v for k, v in self.limits if k != "max_stderr_bytes"}
+        return SandboxConfig(**own)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> McpServerSpec:
@@ -187,6 +247,10 @@ class McpServerSpec:
             values["tools"] = _strings(data["tools"], f"{where} tools")
         for key in ("env", "headers", "side_effects"):
             values[key] = _string_map(data.get(key, {}), f"{where} {key}")
+        limits = data.get("limits", {})
+        if not isinstance(limits, Mapping):
+            raise ValueError(f"{where} limits must be a table, got {limits!r}")
+        values["limits"] = tuple(sorted(limits.items()))
         for key in ("sandbox", "prefix"):
             if key in data:
                 values[key] = data[key]

@@ -1,21 +1,26 @@
 """Stateful Python interpreter that runs inside the sandbox (a notebook-kernel-like worker).
 
 Started by :class:`agentic_rl.tools.sandbox.python_tool.PythonInterpreter` as
-``python -s -P _sandbox_worker.py SETTINGS_JSON MARKER``; imports only the standard library.
-``MARKER`` is unused here; it is only there so that the host can find the episode's processes.
-
-Two processes, so that the program cannot reach the channel its results travel on:
+``python -s -P _sandbox_worker.py SETTINGS_JSON MARKER`` (``MARKER`` only lets the host find the
+episode's processes); imports only the standard library. Both processes below take
+``oom_score_adj`` from the settings; on a root host the supervisor empties the capability
+bounding set at start and, once the kernel is forked, keeps only ``CAP_KILL`` (bwrap gave it
+``CAP_SETUID``, ``CAP_SETGID``, ``CAP_SETPCAP`` and ``CAP_KILL`` only). Two processes, so that
+the program cannot reach the channel its results travel on:
 
 - the **supervisor** (this script's first process) talks to the host over two dedicated pipe
-  descriptors (``settings["protocol_fds"]``, passed into the sandbox with ``pass_fds``; the
-  sandbox's descriptors 0/1 are ``/dev/null``). It runs no user code, keeps no resource
-  limits, and makes itself non-dumpable, so a program of the same uid can neither open its
-  ``/proc/PID/fd`` nor ptrace it (when the host is root the program also runs as another uid).
+  descriptors (``settings["protocol_fds"]``, passed in with ``pass_fds``; the sandbox's
+  descriptors 0/1 are ``/dev/null``). It runs no user code, keeps no resource limits, and is
+  non-dumpable, so a program of the same uid can neither open its ``/proc/PID/fd`` nor ptrace
+  it (when the host is root the program also runs as another uid).
 - the **kernel** (a child forked at start-up) applies the resource limits (soft = hard, except
   ``RLIMIT_CPU``: hard = soft + 1 s, so that the limit delivers ``SIGXCPU`` and not a bare
-  ``SIGKILL``; ``RLIMIT_CORE`` = 0), drops to the episode's uid when one is given (needs
-  CAP_SETUID/CAP_SETGID, granted by bwrap when the host runs as root), points descriptor 0 at
-  ``/dev/null`` and descriptors 1 and 2 at two pipes read by the supervisor, and runs the code.
+  ``SIGKILL``; ``RLIMIT_CORE`` = 0), drops to the episode's uid when one is given (every
+  capability goes; checked), enters ``/workspace``, points descriptor 0 at ``/dev/null`` and
+  descriptors 1 and 2 at two pipes read by the supervisor, and runs the code.
+
+Exec mode (``settings["exec"]``, an MCP server's launcher): the same limits, bounding set, uid
+(and ``gid``, ``umask``) and directory, then ``execv`` of the server.
 
 Host <-> supervisor (JSON lines): request ``{"code": str}``; reply ``{"stdout", "stderr",
 "value", "exception", "memory_exceeded", "truncated", "dropped", "exit", "signal",
@@ -37,8 +42,8 @@ claim: lines without the call's token are dropped, so blind forgery and replies 
 an earlier call change nothing, the value and exception name are capped, and a claimed exit
 counts only once ``wait4`` sees it. A program that reads the token from its own process memory
 can end its call early with a value of its choosing, which it could do anyway (``return`` a
-value, raise, start a thread that prints later); it cannot change the captured output, the
-caps, the exit status or signal, or another call's reply.
+value, raise, a thread that prints later); it cannot change the captured output, the caps, the
+exit status or signal, or another call's reply.
 """
 
 import ast
@@ -57,7 +62,9 @@ import traceback
 _READ = 1 << 16
 _CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8 bytes that start no character
 _MAX_COUNT = 1 << 53  # a claimed count is clipped here (a JSON number every reader keeps exact)
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP = 1, 4, 24
+_CAP_KILL = 5
+_CAP_VERSION_3 = 0x20080522
 _MAX_NAME = 200
 
 
@@ -127,6 +134,77 @@ def _apply_limits(limits, uid):
         resource.setrlimit(names[key], (soft, soft + 1 if key == "cpu" else soft))
 
 
+# ------------------------------------------------------------------------- privileges
+
+
+def _prefer_for_oom(settings):
+    """Raise ``oom_score_adj`` (no privilege needed), so the OOM killer takes the sandbox first."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(int(settings["oom_score_adj"])))
+    except (OSError, KeyError, TypeError):
+        pass
+
+
+def _drop_bounding_set():
+    """Empty the capability bounding set (needs ``CAP_SETPCAP``; without it there is nothing to
+    drop that this process could use: it has no capabilities)."""
+    for cap in range(64):  # past the last capability the kernel knows, prctl fails: harmless
+        _prctl(_PR_CAPBSET_DROP, cap)
+
+
+def _keep_capabilities(mask):
+    """Keep only the capabilities in ``mask`` (effective and permitted; none inheritable, which
+    clears the ambient set too), with ``capset(2)``."""
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)  # version, pid (0: this process)
+    data = (ctypes.c_uint32 * 6)()  # {effective, permitted, inheritable} x 2 words
+    for i in range(2):
+        data[3 * i] = data[3 * i + 1] = (mask >> (32 * i)) & 0xFFFFFFFF
+    if ctypes.CDLL(None, use_errno=True).capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _capabilities():
+    """``{"CapEff": int, "CapPrm": ..., "CapBnd": ..., "CapAmb": ..., "CapInh": ...}``."""
+    with open("/proc/self/status") as f:
+        rows = [line.split(":", 1) for line in f if line.startswith("Cap")]
+    return {key: int(value, 16) for key, value in rows}
+
+
+def _become_sandbox_user(settings):
+    """Resource limits, then the given uid/gid (which drops every capability; checked), umask,
+    working directory, and the parent death signal."""
+    uid = settings.get("uid")
+    _apply_limits(settings["limits"], uid)
+    if uid is not None:
+        _keep_capabilities(_capabilities()["CapPrm"])  # empties the inheritable (and ambient) set
+        gid = settings.get("gid") or uid
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+        if any(_capabilities().values()):
+            raise RuntimeError(f"capabilities left after dropping to uid {uid}: {_capabilities()}")
+    if settings.get("umask") is not None:
+        os.umask(settings["umask"])
+    if settings.get("cwd"):
+        os.chdir(settings["cwd"])
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # after setuid, which clears it
+
+
+def _exec(settings):
+    """Exec mode (an MCP server's launcher): limits, uid, then ``execv`` of ``settings["exec"]``
+    (an absolute path and its arguments). Never returns; exits 126 when it cannot."""
+    argv = settings["exec"]
+    try:
+        _prefer_for_oom(settings)
+        _drop_bounding_set()
+        _become_sandbox_user(settings)
+        os.execv(argv[0], argv)
+    except (OSError, RuntimeError, ValueError) as exc:
+        os.write(2, f"agentic-rl sandbox: cannot start {argv[0]}: {exc}\n".encode())
+        os._exit(126)
+
+
 # --------------------------------------------------------------------------------- kernel
 
 
@@ -190,13 +268,7 @@ def _kernel(settings, req_r, rep_w, out_w, err_w, keep_closed):
     """The forked child: limits, uid, descriptors, then the request loop. Never returns."""
     for fd in keep_closed:
         os.close(fd)
-    uid = settings.get("uid")
-    _apply_limits(settings["limits"], uid)
-    if uid is not None:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # after setuid, which clears it
+    _become_sandbox_user(settings)
     devnull = os.open(os.devnull, os.O_RDONLY)
     for src, dst in ((devnull, 0), (out_w, 1), (err_w, 2)):
         os.dup2(src, dst)
@@ -388,9 +460,15 @@ def _claimed_counts(claim):
 
 def main():
     settings = json.loads(sys.argv[1])
+    if "exec" in settings:
+        _exec(settings)
     proto_in, proto_out = settings["protocol_fds"]
     _prctl(_PR_SET_DUMPABLE, 0)
+    _prefer_for_oom(settings)
+    _drop_bounding_set()
     kernel = _Kernel(settings, (proto_in, proto_out))
+    if settings.get("uid") is not None:  # the supervisor keeps only what kills the kernel
+        _keep_capabilities(1 << _CAP_KILL)
     claim, status = kernel.collect("ready")
     if claim is None:
         sys.stderr.write(kernel.result(None, status)["stderr"])

@@ -30,18 +30,33 @@ file system                    only ``/usr``, ``/bin``, ``/lib*``, a few ``/etc`
                                minimal ``/dev``
 environment                    ``--clearenv``; only ``PATH``, ``HOME=/workspace``, ``LANG``,
                                ``PYTHONDONTWRITEBYTECODE`` and ``PYTHONHASHSEED=0`` are set
-identity (host runs as root)   the worker drops to a per-episode unprivileged uid/gid;
-                               ``no_new_privs`` is set, so set-uid binaries gain nothing
+identity (host runs as root)   bwrap drops every capability but those the worker needs
+                               (:func:`privilege_args`); the worker empties the capability
+                               bounding set, the code drops to a per-episode unprivileged
+                               uid/gid with no capability left (checked), and the supervisor
+                               keeps only ``CAP_KILL``; ``no_new_privs`` is set, so set-uid
+                               binaries gain nothing. A host that is not root:
+                               ``--unshare-user``, no capability
 IPC, hostname                  ``--unshare-ipc``, ``--unshare-uts``
 user namespaces                none can be made inside: a seccomp filter (``bwrap --seccomp``,
                                :mod:`agentic_rl.tools.sandbox.seccomp`) fails ``unshare``/``clone``
                                with ``CLONE_NEWUSER`` (``EPERM``) and ``clone3`` (``ENOSYS``)
-memory and processes of the    where the host delegates cgroup v2 ``memory`` and ``pids``
-whole sandbox                  (:mod:`agentic_rl.tools.sandbox.limits`): one cgroup per sandbox,
-                               ``memory.max = memory_bytes`` (all its pages: heap, memfd, files
-                               written to ``/tmp`` and the workspace), no swap, an OOM kills the
-                               whole sandbox (reported as ``memory_exceeded``),
-                               ``pids.max = max_processes + 3``
+memory and processes of the    one cgroup per sandbox (:mod:`agentic_rl.tools.sandbox.cgroups`):
+whole sandbox                  cgroup v2 where the host delegates ``memory`` and ``pids``
+                               (the trainer's processes are moved into a leaf when its own
+                               cgroup holds them), else cgroup v1 where ``memory`` is a v1
+                               hierarchy this process may write (root): a memory limit of
+                               ``memory_bytes`` for all its pages (heap, memfd, files written
+                               to ``/tmp`` and the workspace), no swap, an OOM kill reported as
+                               ``memory_exceeded`` (v2 kills the whole sandbox, v1 its largest
+                               process), ``pids.max = max_processes + 3``
+OOM killer's choice            every sandboxed process has ``oom_score_adj`` 1000: when memory
+                               runs out, sandboxed code goes before the trainer
+a killed trainer               processes, workspace mount, cgroup and directory are registered
+                               with the trainer's child-server watchdog
+                               (:mod:`agentic_rl.processes`), which removes them when the
+                               trainer dies (SIGKILL included); mounts left by a trainer killed
+                               with its watchdog are swept by the next process that mounts one
 workspace size and file count  where the host can mount (root): the workspace is a tmpfs of
                                ``workspace_bytes`` and ``workspace_inodes`` (``ENOSPC`` beyond),
                                ``nosuid``, ``nodev``; ``/tmp`` is a tmpfs of ``tmp_bytes``
@@ -73,10 +88,11 @@ kernel                         shared with the host: a kernel exploit escapes (n
 CPU time across processes      ``RLIMIT_CPU`` is per process; the wall-clock timeout bounds a
                                call
 memory across processes, when  ``RLIMIT_AS`` is per process: N processes hold up to N x
-the host has no delegated      ``memory_bytes``, and a memfd is not address space once
-cgroup v2 (e.g. a cgroup v1    unmapped; ``RLIMIT_NPROC`` bounds the count.
-host)                          ``EpisodeSandbox.limit_problems`` says why;
-                               ``require_whole_limits`` refuses to run so
+the host has no usable cgroup  ``memory_bytes``, and a memfd is not address space once
+(not root, and no delegated    unmapped; ``RLIMIT_NPROC`` bounds the count.
+cgroup v2)                     ``EpisodeSandbox.limit_problems`` says why;
+                               ``require_whole_limits`` (or the run config's
+                               ``tools.require_whole_sandbox_limits``) refuses to run so
 ``RLIMIT_NPROC`` when the      the sandbox runs as the host user, whose other processes count
 host is not root               too; the limit is set to (their count + ``max_processes``)
 readable system files          everything under ``/usr`` and the Python prefixes is readable,
@@ -84,8 +100,9 @@ readable system files          everything under ``/usr`` and the Python prefixes
 workspace size, when the host  only ``RLIMIT_FSIZE`` per file: neither the total nor the
 cannot mount (not root)        file count is capped (``limit_problems`` says so)
 ``unsafe_local`` backend       no namespaces, no seccomp filter, no freeze during snapshots
-                               (the code runs as the host user); the workspace tmpfs and the
-                               cgroup apply as for ``bwrap``
+                               (the code runs as the host user, with root's capabilities on a
+                               root host); the rlimits, ``oom_score_adj``, the workspace tmpfs
+                               and the cgroup apply as for ``bwrap``
 =============================  ==============================================================
 """
 
@@ -114,6 +131,8 @@ logger = logging.getLogger(__name__)
 
 WORKER_PATH = Path(__file__).with_name("_sandbox_worker.py")
 _SANDBOX_WORKER = "/opt/agentic_rl/worker.py"
+#: ``oom_score_adj`` of every sandboxed process: the OOM killer's first choice (the maximum)
+OOM_SCORE_ADJ = 1000
 _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives")
 
 
@@ -150,10 +169,11 @@ class SandboxConfig:
         workspace_inodes: inode cap of the workspace tmpfs (files, directories and links).
         cgroup_parent: a cgroup v2 directory delegated to this process under which each sandbox
             gets its own cgroup (``memory.max = memory_bytes``, ``pids.max``); None: this
-            process's own cgroup.
+            process's own cgroup (v2), else its v1 ``memory``/``pids`` groups.
         require_whole_limits: refuse to start (:class:`SandboxUnavailableError`) when the host
             allows the workspace tmpfs or the cgroup not, instead of running without them (with
-            a warning).
+            a warning); also switched on for every sandbox by the environment variable
+            ``AGENTIC_RL_REQUIRE_WHOLE_SANDBOX_LIMITS=1``.
         startup_timeout_s: how long the interpreter may take to start.
         python: interpreter to run (default: this process's ``sys.executable``).
         hidden_paths: absolute host directories that the ``bwrap`` backend covers with an
@@ -278,7 +298,25 @@ def worker_settings(config: SandboxConfig, uid: int | None, capture: str) -> dic
         "uid": uid,
         "max_output_chars": config.max_output_chars,
         "capture": capture,
+        "oom_score_adj": OOM_SCORE_ADJ,
+        "cwd": "/workspace" if config.backend == "bwrap" else None,
     }
+
+
+def privilege_args(*, kill: bool = False) -> list[str]:
+    """The bwrap arguments of the sandbox's identity.
+
+    A root host: bwrap keeps every capability of root unless told otherwise, so all are dropped
+    but ``CAP_SETUID``/``CAP_SETGID`` (the worker's switch to the episode's uid, which then drops
+    them too), ``CAP_SETPCAP`` (the worker empties the capability bounding set first) and, with
+    ``kill``, ``CAP_KILL`` (the ``python`` tool's supervisor, still root, kills its kernel of
+    another uid; it keeps only that one). Another host: ``--unshare-user`` (the sandbox runs as
+    the host user, with no capability). Never raises.
+    """
+    if os.geteuid() != 0:
+        return ["--unshare-user"]
+    keep = ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"] + (["CAP_KILL"] if kill else [])
+    return ["--cap-drop", "ALL"] + [arg for cap in keep for arg in ("--cap-add", cap)]
 
 
 def _mount_dirs(path: str, created: set[str]) -> list[str]:
@@ -293,10 +331,12 @@ def _mount_dirs(path: str, created: set[str]) -> list[str]:
     return args
 
 
-def _host_mounts(config: SandboxConfig) -> list[str]:
+def _host_mounts(config: SandboxConfig, created: set[str] | None = None) -> list[str]:
     """The bwrap arguments that mount the host's system files read-only (``/usr``, the ``/lib``
     family, a few ``/etc`` files, the Python prefixes), the private ``/tmp`` of
-    ``config.tmp_bytes`` bytes, and empty tmpfs over ``config.hidden_paths``, in that order."""
+    ``config.tmp_bytes`` bytes, and empty tmpfs over ``config.hidden_paths``, in that order.
+    ``created`` (when given) receives the directories made or mounted inside, for more mounts
+    through :func:`_mount_dirs`."""
     cmd = ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = Path("/") / name
@@ -310,7 +350,8 @@ def _host_mounts(config: SandboxConfig) -> list[str]:
     # the private /tmp comes before the Python prefixes: a venv that lives under the host's /tmp
     # (a CI checkout, say) is then mounted on top of it instead of being hidden by it
     cmd += ["--perms", "1777", "--size", str(config.tmp_bytes), "--tmpfs", "/tmp"]
-    created = {"/usr", "/etc", "/tmp", "/proc", "/dev"}
+    created = {"/usr", "/etc", "/tmp", "/proc", "/dev"} if created is None else created
+    created |= {"/usr", "/etc", "/tmp", "/proc", "/dev"}
     prefixes = sorted(
         {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)} | {sys.prefix, sys.base_prefix}
     )
@@ -356,10 +397,7 @@ def sandbox_command(
     ]
     if seccomp_fd is not None:
         cmd += ["--seccomp", str(seccomp_fd)]
-    if os.geteuid() == 0:
-        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    else:
-        cmd += ["--unshare-user"]
+    cmd += privilege_args(kill=True)
     cmd += _host_mounts(config)
     cmd += [
         "--proc",
@@ -369,8 +407,8 @@ def sandbox_command(
         "--bind",
         str(workspace),
         "/workspace",
-        "--chdir",
-        "/workspace",
+        "--chdir",  # the worker enters /workspace as the episode's uid (it is 0700, theirs)
+        "/",
         "--ro-bind",
         str(WORKER_PATH),
         _SANDBOX_WORKER,

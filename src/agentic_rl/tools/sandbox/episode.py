@@ -21,7 +21,6 @@ import dataclasses
 import logging
 import os
 import secrets
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -31,14 +30,9 @@ from typing import Any
 from agentic_rl.tools.definition.tool import Tool, ToolOutput
 from agentic_rl.tools.governance.risk_detector import limit_events, path_events
 from agentic_rl.tools.sandbox import workspace as ws
-from agentic_rl.tools.sandbox.bwrap import SandboxConfig, SandboxError, SandboxUnavailableError
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, SandboxError
 from agentic_rl.tools.sandbox.freeze import descendants, frozen
-from agentic_rl.tools.sandbox.limits import (
-    SandboxCgroup,
-    cgroup_problem,
-    mount_workspace,
-    unmount_workspace,
-)
+from agentic_rl.tools.sandbox.limits import SandboxCgroup, WholeLimits
 from agentic_rl.tools.sandbox.python_tool import ExecResult, PythonInterpreter
 from agentic_rl.tools.sandbox.snapshot import (
     DEFAULT_MAX_SNAPSHOT_BYTES,
@@ -55,7 +49,6 @@ __all__ = ["EpisodeSandbox", "find_processes"]
 log = logging.getLogger(__name__)
 
 _UID_BASE, _UID_SPAN = 200_000, 100_000
-_WARNED: set[str] = set()  # whole-sandbox limit problems already logged (once per process)
 
 
 def find_processes(marker: str) -> list[int]:
@@ -97,8 +90,9 @@ class EpisodeSandbox:
             else None.
 
     Raises:
-        SandboxUnavailableError: from the first ``python`` call (not here) when the bwrap
-            backend cannot run.
+        SandboxUnavailableError: here when whole-sandbox limits are required and the host
+            lacks one (:func:`agentic_rl.tools.sandbox.limits.whole_limits_required`); from the
+            first ``python`` call (not here) when the bwrap backend cannot run.
     """
 
     def __init__(
@@ -118,10 +112,10 @@ class EpisodeSandbox:
         self._dir = Path(tempfile.mkdtemp(prefix=f"{self.marker}-"))
         self.workspace = self._dir / "workspace"
         self.workspace.mkdir()
-        self.limit_problems: tuple[str, ...] = ()
-        self.cgroup: SandboxCgroup | None = None
-        self._mounted = False
-        self._set_up_whole_limits()
+        # capped workspace tmpfs, cgroup, and their cleanup should this process be killed
+        self._limits = WholeLimits(self._dir, self.workspace, self.marker, self.config)
+        self.limit_problems: tuple[str, ...] = self._limits.problems
+        self.cgroup: SandboxCgroup | None = self._limits.cgroup
         self.uid: int | None = None
         capture = None
         if self.config.backend == "bwrap" and os.geteuid() == 0:
@@ -133,37 +127,6 @@ class EpisodeSandbox:
             self.config, self.workspace, uid=self.uid, marker=self.marker, capture=capture
         )
         self.closed = False
-
-    def _set_up_whole_limits(self) -> None:
-        """Mount the capped workspace tmpfs and make the sandbox's cgroup, where the host allows.
-
-        Raises:
-            SandboxUnavailableError: ``require_whole_limits`` and one of them is not possible.
-        """
-        cfg, problems = self.config, []
-        problem = mount_workspace(self.workspace, cfg.workspace_bytes, cfg.workspace_inodes)
-        self._mounted = problem is None
-        if problem:
-            problems.append(f"workspace size and file count are not capped: {problem}")
-        problem = cgroup_problem(cfg.cgroup_parent)
-        if problem is None:
-            try:
-                self.cgroup = SandboxCgroup(
-                    self.marker, cfg.memory_bytes, cfg.max_processes + 3, cfg.cgroup_parent
-                )
-            except OSError as exc:
-                problem = f"cannot create the sandbox's cgroup: {exc}"
-        if problem:
-            problems.append(f"memory and processes are bounded per process only: {problem}")
-        self.limit_problems = tuple(problems)
-        if problems and cfg.require_whole_limits:
-            self._remove_whole_limits()
-            shutil.rmtree(self._dir, ignore_errors=True)
-            raise SandboxUnavailableError("require_whole_limits: " + "; ".join(problems))
-        for problem in problems:
-            if problem not in _WARNED:
-                _WARNED.add(problem)
-                log.warning("sandbox: %s (see agentic_rl.tools.sandbox.bwrap)", problem)
 
     def run_python(self, code: str) -> ExecResult:
         """Run ``code`` in this episode's interpreter (see :meth:`PythonInterpreter.execute`).
@@ -177,9 +140,9 @@ class EpisodeSandbox:
         if self.interpreter.pid is None:  # this call starts a new interpreter life
             self._start_life()
             self._start_interpreter()
-        ooms = self.cgroup.events().get("oom_kill", 0) if self.cgroup else 0
+        ooms = self._limits.oom_kills()
         result = self.interpreter.execute(code)
-        if self.cgroup and self.cgroup.events().get("oom_kill", 0) > ooms:
+        if self._limits.oom_kills() > ooms:
             result = dataclasses.replace(result, memory_exceeded=True)
         if self.interpreter.pid is None:  # the call ended the life (timeout, crash, exit)
             self._end_life("the interpreter stopped")
@@ -429,16 +392,8 @@ class EpisodeSandbox:
         self.closed = True
         self.interpreter.close()
         self._wait_until_gone()
-        self._remove_whole_limits()
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-    def _remove_whole_limits(self) -> None:
-        if self.cgroup is not None:
-            self.cgroup.remove()
-            self.cgroup = None
-        if self._mounted:
-            unmount_workspace(self.workspace)
-            self._mounted = False
+        self._limits.close()  # cgroup, workspace mount, the directory
+        self.cgroup = None
 
     def _wait_until_gone(self) -> None:
         """Wait up to 2 s for the kernel to finish killing the episode's PID namespace."""
