@@ -6,9 +6,12 @@ root; the cgroup needs delegated cgroup v2 memory and pids, or a writable v1 mem
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import shutil
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -190,3 +193,54 @@ def test_cgroup_files_written_for_a_sandbox(tmp_path):
     offered.mkdir()
     (offered / "cgroup.controllers").write_text("hugetlb\n")
     assert "not memory and pids" in cgroup_problem(str(offered))
+
+
+def _v2_root_controllers() -> tuple[str | None, list[str]]:
+    """(the cgroup v2 mount point, the controllers its root enables for children)."""
+    with open("/proc/self/mountinfo") as f:
+        roots = [ln.split()[4] for ln in f if " - cgroup2 " in ln]
+    if not roots:
+        return None, []
+    return roots[0], (Path(roots[0]) / "cgroup.subtree_control").read_text().split()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making cgroups at the v2 root needs root")
+def test_the_v2_no_internal_processes_rule_is_met_with_a_leaf():
+    """Issue 39 item 23: a cgroup that holds processes cannot enable controllers for children
+    (EBUSY); its processes move into a leaf first, then sandbox cgroups are its siblings."""
+    from agentic_rl.tools.sandbox import cgroups
+
+    mount, enabled = _v2_root_controllers()
+    if not enabled:
+        pytest.skip(f"the cgroup v2 root ({mount}) enables no controller for its children here")
+    controller = frozenset({"memory" if "memory" in enabled else enabled[0]})
+    parent = Path(mount) / f"agentic-rl-leaftest-{os.getpid()}"
+    parent.mkdir()
+    sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    try:
+        for proc in sleepers:
+            (parent / "cgroup.procs").write_text(str(proc.pid))
+        with pytest.raises(OSError) as refused:  # the kernel's rule, as a systemd scope meets it
+            (parent / "cgroup.subtree_control").write_text(f"+{next(iter(controller))}")
+        assert refused.value.errno == errno.EBUSY
+        cgroups._enable_v2(parent, controller)
+        assert controller <= set((parent / "cgroup.subtree_control").read_text().split())
+        assert (parent / "cgroup.procs").read_text().split() == []
+        moved = (parent / cgroups.LEAF / "cgroup.procs").read_text().split()
+        assert sorted(moved) == sorted(str(p.pid) for p in sleepers)
+        (parent / "sandbox").mkdir()  # a sibling of the leaf, with the controller
+        assert controller <= set((parent / "sandbox" / "cgroup.controllers").read_text().split())
+        (parent / "sandbox").rmdir()
+    finally:
+        for proc in sleepers:
+            proc.kill()
+            proc.wait()
+        for path in (parent / cgroups.LEAF, parent):
+            for _ in range(50):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)

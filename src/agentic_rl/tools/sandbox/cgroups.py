@@ -43,7 +43,7 @@ __all__ = ["LEAF", "SandboxCgroup", "cgroup_placement", "cgroup_problem"]
 
 #: the leaf cgroup the trainer's processes are moved into (cgroup v2, see the module docstring)
 LEAF = "agentic-rl-processes"
-_NEEDED = {"memory", "pids"}
+_NEEDED = frozenset({"memory", "pids"})
 
 
 @dataclass(frozen=True)
@@ -86,18 +86,20 @@ def _mounted_dir(own: dict[str, str], rows: list[list[str]], controller: str) ->
     return None
 
 
-def _enable_v2(parent: Path) -> None:
-    """Enable ``memory`` and ``pids`` for ``parent``'s children, moving its processes into the
-    leaf first when the kernel refuses because it holds some (module docstring).
+def _enable_v2(parent: Path, needed: frozenset[str] = _NEEDED) -> None:
+    """Enable the ``needed`` controllers (``memory`` and ``pids``) for ``parent``'s children,
+    moving its processes into the leaf first when the kernel refuses because it holds some
+    (module docstring).
 
     Raises:
         OSError: they cannot be enabled.
     """
     control = parent / "cgroup.subtree_control"
-    if _NEEDED <= set(control.read_text().split()):
+    if needed <= set(control.read_text().split()):
         return
+    enable = " ".join(f"+{c}" for c in sorted(needed))
     try:
-        control.write_text("+memory +pids")
+        control.write_text(enable)
         return
     except OSError as exc:
         if exc.errno != errno.EBUSY:
@@ -111,7 +113,7 @@ def _enable_v2(parent: Path) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 (leaf / "cgroup.procs").write_text(pid)
-    control.write_text("+memory +pids")
+    control.write_text(enable)
 
 
 def _v2_placement(cgroup_parent: str | None) -> Placement:
