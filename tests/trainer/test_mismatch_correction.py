@@ -71,7 +71,8 @@ def test_correction_changes_nothing_when_the_sampler_is_the_trainer(model, setti
     assert m_on["train/ratio_mean"] == pytest.approx(m_off["train/ratio_mean"], abs=1e-6)
     assert m_on["train/mismatch_kl"] == pytest.approx(0.0, abs=1e-6)
     assert m_on["train/tis_capped_fraction"] == 0.0 and m_on["train/mis_masked_fraction"] == 0.0
-    assert "train/mismatch_kl" not in m_off  # needs π_old: logged only with the correction on
+    # without the correction it is measured against the update's own forward (π_θ = π_old here)
+    assert m_off["train/mismatch_kl"] == pytest.approx(0.0, abs=1e-6)
     for (name, a), b in zip(plain.named_parameters(), corrected.parameters()):
         assert torch.allclose(a, b, atol=1e-6), name
 
@@ -97,6 +98,8 @@ def test_metrics_and_loss_by_hand_for_a_shifted_sampler(model):
     # uncorrected, ρ = e on trajectory 0's tokens: mean (6e + 6) / 12
     _, off = _step(model, trajs, OFF)
     assert off["train/ratio_mean"] == pytest.approx((math.e + 1) / 2, abs=1e-5)
+    # logged without the correction too, from the update's forward: the same k3 mean
+    assert off["train/mismatch_kl"] == pytest.approx((math.e - 2) / 2, abs=1e-5)
 
     # the loss: ratio 1, token-mean over 12 tokens; TIS weights 2 (capped e) and 1:
     # L = −(6·2·A0 + 6·1·A1) / 12 with A0 = 1, A1 = −0.5 -> −(12 − 3) / 12 = −0.75

@@ -202,8 +202,11 @@ def _cmd_train(args) -> int:
         from agentic_rl.cli.common import run_config
         from agentic_rl.trainer.run_dir import start_line
 
+        from agentic_rl.policy.device import placement_of
+
         cfg = config or run_config(run_dir)
-        return start_line(cfg, run_dir, resumed=resume is not None)
+        device = placement_of(cfg.model).summary_line()
+        return start_line(cfg, run_dir, resumed=resume is not None, device=device)
 
     with _RichProgress(console, start) as progress:
         run_dir = train(config, resume=resume, progress=progress)

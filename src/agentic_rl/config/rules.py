@@ -17,11 +17,13 @@ naming the key (``key 'optim.lr' must be > 0, got 0``). The loader turns that in
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 from agentic_rl.config.bounds import Bounds, check_name, check_path, check_text
 
 __all__ = [
+    "check_device_name",
     "check_rules",
     "non_negative",
     "one_of",
@@ -29,6 +31,9 @@ __all__ = [
     "text",
     "unit_interval",
 ]
+
+#: torch device names a ``[model] device`` may take (``cuda:N``: GPU number N)
+_DEVICE = re.compile(r"^(auto|cpu|cuda(:\d{1,3})?)$")
 
 
 def positive(default: Any, at_most: float | None = None) -> Any:
@@ -85,3 +90,17 @@ def check_rules(obj: Any, section: str) -> None:
             bounds.check(key, value)
         if isinstance(value, str):
             _TEXT_RULES.get(f.metadata.get("text", ""), check_text)(key, value)
+
+
+def check_device_name(value: Any, key: str) -> None:
+    """Check the spelling of a device field: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+
+    Whether that device exists is checked when a run starts
+    (:func:`agentic_rl.policy.device.resolve_placement`), not here: a config written on a
+    laptop may name the GPU of the machine it will run on.
+
+    Raises:
+        ValueError: any other value (the message names ``key``).
+    """
+    if not isinstance(value, str) or not _DEVICE.match(value):
+        raise ValueError(f"{key} must be auto, cpu, cuda or cuda:N, got {value!r}")

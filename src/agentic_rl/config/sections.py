@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentic_rl.config import bounds
-from agentic_rl.config.rules import check_rules, non_negative, one_of, positive, unit_interval
+from agentic_rl.config.rules import (
+    check_device_name,
+    check_rules,
+    non_negative,
+    one_of,
+    positive,
+    unit_interval,
+)
 from agentic_rl.tools.governance.permissions import PermissionPolicy
 
 __all__ = [
@@ -40,10 +47,20 @@ class ModelConfig:
         max_batch: most episodes decoded together by the ``fast`` sampler.
         sampler_dtype: precision of the ``fast`` sampler's weight copy and KV cache:
             ``float32`` (the trainer's maths: recorded logprobs equal the trainer's to float
-            error) or ``bfloat16`` (faster decoding on CPUs with bf16 dot products; the
-            recorded logprobs are then the sampler's, and the update's importance ratio
-            corrects the mismatch, reported as ``train/logprob_diff``). Evaluation samples
-            with the same copy.
+            error), ``bfloat16`` (faster decoding on GPUs and on CPUs with bf16 dot products;
+            the recorded logprobs are then the sampler's, and the update's importance ratio
+            corrects the mismatch, reported as ``train/logprob_diff`` and
+            ``train/mismatch_kl``) or ``auto`` (bfloat16 when ``precision`` resolves to a bf16
+            mode, else float32). Evaluation samples with the same copy.
+        device: where the policy lives and trains: ``auto`` (CUDA when
+            ``torch.cuda.is_available()``, else the CPU), ``cpu``, ``cuda`` or ``cuda:N``
+            (:mod:`agentic_rl.policy.device`). A CUDA device that is not there is a config
+            error when the run starts.
+        precision: ``fp32`` (float32 weights and maths), ``bf16-mixed`` (float32 master weights
+            and optimizer state, bf16 autocast for the matmuls), ``bf16`` (bf16 weights and
+            optimizer state) or ``auto`` (bf16-mixed on CUDA, fp32 on the CPU).
+        cuda_graphs: on CUDA, the ``fast`` sampler replays its decode step as CUDA graphs
+            (:mod:`agentic_rl.policy.decode_graphs`); false runs it eagerly. Ignored on the CPU.
         chat_format: how conversations become tokens (:mod:`agentic_rl.policy.chat_template`):
             ``auto`` (ChatML's fast path when the model's template renders plain ChatML, as
             SmolLM2's does, else the model's own Jinja template), ``chatml`` or ``template``.
@@ -63,7 +80,10 @@ class ModelConfig:
     num_threads: int = non_negative(0, bounds.MAX_THREADS)
     sampler: str = one_of("fast", "fast", "hf")
     max_batch: int = positive(64, bounds.MAX_BATCH)
-    sampler_dtype: str = one_of("float32", "float32", "bfloat16")
+    sampler_dtype: str = one_of("auto", "auto", "float32", "bfloat16")
+    device: str = "auto"
+    precision: str = one_of("auto", "auto", "fp32", "bf16-mixed", "bf16")
+    cuda_graphs: bool = True
     chat_format: str = one_of("auto", "auto", "chatml", "template")
     tool_format: str = one_of(
         "auto", "auto", "hermes", "llama3_json", "mistral", "pythonic", "gemma", "qwen3_coder"
@@ -72,8 +92,9 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         check_rules(self, "model")
-        if self.sampler_dtype != "float32" and self.sampler != "fast":
+        if self.sampler_dtype == "bfloat16" and self.sampler != "fast":
             raise ValueError("model.sampler_dtype = 'bfloat16' needs model.sampler = 'fast'")
+        check_device_name(self.device, "model.device")
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,7 @@ def warmup(run: Run, progress: Progress) -> None:
                 run.ranks.shard(order[i : i + cfg.batch_size]),
                 micro_batch_size=run.config.optim.micro_batch_size,
                 micro_batch_tokens=run.config.optim.micro_batch_tokens,
+                precision=run.placement.precision,
             )
             step += 1
             run.metrics.write(

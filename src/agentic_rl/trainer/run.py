@@ -23,6 +23,7 @@ from agentic_rl.errors import ConfigError
 from agentic_rl.policy.base import Policy
 from agentic_rl.policy.chat_template import AnyChatFormat as ChatFormat
 from agentic_rl.policy.chat_template import chat_for_model
+from agentic_rl.policy.device import Placement, placement_of
 from agentic_rl.policy.fast import make_policy_from_config
 from agentic_rl.policy.model_loading import load_tokenizer, resolve_model_dir
 from agentic_rl.tools.mcp import McpServerError
@@ -73,6 +74,7 @@ class Run:
         task_pool: where RL task seeds come from; None for ``task_sampling = "sequential"``.
         backend: what samples the RL rollouts (``rollout.backend``,
             :mod:`agentic_rl.trainer.backends`); None = the local ``policy``.
+        placement: the resolved device and precision (:mod:`agentic_rl.policy.device`).
     """
 
     config: TrainConfig
@@ -90,6 +92,7 @@ class Run:
     critic: Critic | None = None
     task_pool: TaskPool | None = None
     backend: RolloutBackend | None = None
+    placement: Placement = field(default_factory=lambda: Placement(torch.device("cpu")))
 
     def __post_init__(self) -> None:
         if self.backend is None:
@@ -113,12 +116,13 @@ def validate(config: TrainConfig) -> Path:
             ``[tools.permissions]`` (e.g. a rule for a tool it does not have), or one of its MCP
             servers cannot start; ``[scale]`` names an unreachable Ray cluster (see
             :func:`~agentic_rl.trainer.scale.check_scale`); a
-            server rollout backend or async training under torchrun;
-            ``tools.require_whole_sandbox_limits`` on a host that cannot bound a sandbox as a
-            whole (otherwise it is switched on here for every sandbox of this process and its
-            children).
+            server rollout backend or async training under torchrun; ``model.device`` names a
+            CUDA device this machine does not have; ``tools.require_whole_sandbox_limits`` on a
+            host that cannot bound a sandbox as a whole (otherwise it is switched on here for
+            every sandbox of this process and its children).
         ModelNotFoundError: ``model.path`` does not exist.
     """
+    placement_of(config.model)  # a missing GPU fails here, before any work
     if config.tools.require_whole_sandbox_limits:  # from now on, for every sandbox of the run
         try:
             sandbox_limits.require_whole_limits_from_now_on()
@@ -188,7 +192,8 @@ def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> 
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     tokenizer = load_tokenizer(model_dir)
-    model = trainable_model(model_dir, config.model)
+    placement = placement_of(config.model)
+    model = trainable_model(model_dir, config.model, placement)
     scale = scale or ScaleOut()
     ranks = Ranks(scale.ctx)
     ranks.broadcast_parameters(model)
@@ -223,6 +228,7 @@ def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> 
         trajectories,
         scale,
         backend=backend,
+        placement=placement,
     )
 
 
@@ -315,10 +321,11 @@ def make_critic(run: Run) -> Critic | None:
     )
 
 
-def loss_settings(config: TrainConfig) -> LossSettings:
+def loss_settings(config: TrainConfig, precision: str = "fp32") -> LossSettings:
     """The :class:`~agentic_rl.trainer.update.LossSettings` of the run's policy-gradient steps
     (first PPO epoch); ``loss_norm_constant`` 0 becomes the generation budget
-    ``rollout.max_turns × rollout.max_new_tokens``, ``dual_clip`` 0 becomes None (off)."""
+    ``rollout.max_turns × rollout.max_new_tokens``, ``dual_clip`` 0 becomes None (off);
+    ``precision``: the run's resolved precision (``Run.placement.precision``)."""
     loss, optim, rollout = config.loss, config.optim, config.rollout
     return LossSettings(
         micro_batch_size=optim.micro_batch_size,
@@ -338,4 +345,5 @@ def loss_settings(config: TrainConfig) -> LossSettings:
         mis_low=loss.mis_low,
         mis_high=loss.mis_high,
         mis_level=loss.mis_level,
+        precision=precision,
     )

@@ -230,8 +230,10 @@ def scale_out(config: Any) -> Iterator[ScaleOut]:
         RuntimeError: a torchrun rendezvous that fails (see ``init_distributed``).
     """
     joined = launched_world_size() > 1 and not (dist.is_available() and dist.is_initialized())
-    # gloo: the recipe trains on the CPU (NCCL would need the model and gradients on GPUs)
-    ctx = init_distributed("gloo")
+    # NCCL when the policy trains on GPUs (each rank on its local GPU: `cuda`/`auto` pick it),
+    # gloo on CPUs
+    gpu = config.model.device != "cpu" and torch.cuda.is_available()
+    ctx = init_distributed("nccl" if gpu else "gloo")
     pool, started_ray = None, False
     scale = config.scale
     try:
