@@ -41,7 +41,9 @@ the two as they come; ``system`` and ``mimalloc`` put both sides under the same 
 (``model.sampler_dtype``; the update's importance ratio corrects the sampler/trainer mismatch),
 one of the speed levers the issue allows; TRL samples with its float32 model either way.
 
-Requires the ``bench`` extra (``pip install -e '.[bench]'``, i.e. ``trl``).
+The TRL side needs the ``bench`` extra (``pip install -e '.[bench]'``, i.e. ``trl``); without it
+the script times agentic-rl alone and says why. ``--model DIR`` runs both sides on another model
+(the test suite's smoke run uses a tiny random Llama).
 Usage: ``python benchmarks/grpo_step_vs_trl.py --mode single --steps 5 [--sampler-dtypes float32 bfloat16]``.
 """
 
@@ -153,7 +155,18 @@ def _trl_sft_warmup(model, tok, steps: int) -> None:
     tok.padding_side = side
 
 
-def run_trl(mode: str, steps: int, max_completion: int, fixed_length: bool) -> dict:
+def trl_missing() -> str | None:
+    """Why the TRL side cannot run here (``trl`` not installed), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("trl") is None:
+        return "trl is not installed: pip install -e '.[bench]' (`make test` installs it)"
+    return None
+
+
+def run_trl(
+    mode: str, steps: int, max_completion: int, fixed_length: bool, model: str = "default"
+) -> dict:
     """TRL GRPOTrainer side; returns seconds and completion tokens per step, and peak RSS."""
     import torch
     from datasets import Dataset
@@ -163,7 +176,7 @@ def run_trl(mode: str, steps: int, max_completion: int, fixed_length: bool) -> d
     from agentic_rl.policy.model_loading import resolve_model_dir
 
     torch.manual_seed(0)
-    model_dir = resolve_model_dir("default")
+    model_dir = resolve_model_dir(model)
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     tok.padding_side = "left"
@@ -273,12 +286,18 @@ def _register_product_env() -> None:
 
 
 def run_agentic(
-    mode: str, steps: int, max_completion: int, fixed_length: bool, sampler_dtype: str = "float32"
+    mode: str,
+    steps: int,
+    max_completion: int,
+    fixed_length: bool,
+    sampler_dtype: str = "float32",
+    model: str = "default",
 ) -> dict:
-    """agentic-rl side: the recipe's setup, warm-up (tools mode), optimizer and rl_step."""
+    """agentic-rl side: the recipe's set-up (:func:`~agentic_rl.trainer.recipe.setup` and
+    :func:`~agentic_rl.trainer.recipe.prepare_rl`: optimizer, critic, task pool), warm-up (tools
+    mode) and ``rl_step``."""
     from agentic_rl.config import TrainConfig, load_config
-    from agentic_rl.trainer.optim import make_optimizer
-    from agentic_rl.trainer.recipe import rl_step, setup, warmup
+    from agentic_rl.trainer.recipe import prepare_rl, rl_step, setup, warmup
 
     _register_product_env()
     sets = {
@@ -292,6 +311,7 @@ def run_agentic(
         "eval.base": False,
         "tracking.tensorboard": False,
         "model.sampler_dtype": sampler_dtype,
+        "model.path": json.dumps(model),
     }
     if mode == "single":
         sets.update(
@@ -319,11 +339,11 @@ def run_agentic(
     from pathlib import Path
 
     run = setup(config, Path(run_dir))
+    # as train() does: the optimizer (fused AdamW, as TRL's default adamw_torch_fused), the critic
+    # (none for GRPO) and the task pool, before the warm-up
+    optimizer = prepare_rl(run)
     if mode == "tools":
         warmup(run, lambda *a: None)
-    optimizer = make_optimizer(
-        run, LR
-    )  # the recipe's optimizer (fused AdamW, as TRL's default adamw_torch_fused)
     if fixed_length and mode == "single":
         run.policy.eos_token_id = -1  # an id never sampled: every completion runs to max_completion
     times, tokens, rollouts, updates = [], [], [], []
@@ -370,21 +390,34 @@ def main() -> None:
         help="shipped (default): agentic-rl under mimalloc as its command runs, TRL under glibc's "
         "malloc; system or mimalloc: both sides under that allocator",
     )
+    parser.add_argument(
+        "--model",
+        default="default",
+        help="default (SmolLM2-135M-Instruct) or a HF model directory, for both sides",
+    )
     parser.add_argument("--side", choices=["trl", "agentic-rl"], help=argparse.SUPPRESS)
     parser.add_argument("--sampler-dtype", default="float32", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
         if args.side == "trl":
-            result = run_trl(args.mode, args.steps, args.max_completion, args.fixed_length)
+            result = run_trl(
+                args.mode, args.steps, args.max_completion, args.fixed_length, args.model
+            )
         else:
             result = run_agentic(
-                args.mode, args.steps, args.max_completion, args.fixed_length, args.sampler_dtype
+                args.mode,
+                args.steps,
+                args.max_completion,
+                args.fixed_length,
+                args.sampler_dtype,
+                args.model,
             )
         result["allocator"] = active_allocator()  # what this process really runs under
         print("RESULT " + json.dumps(result))
         return
     results = {}
-    sides = [("agentic-rl", dt) for dt in args.sampler_dtypes] + [("trl", "float32")]
+    no_trl = trl_missing()
+    sides = [("agentic-rl", dt) for dt in args.sampler_dtypes] + [("trl", "float32")] * (not no_trl)
     for side, dtype in sides:
         name = side if side == "trl" or dtype == "float32" else f"{side} {dtype}"
         cmd = [
@@ -400,6 +433,8 @@ def main() -> None:
             str(args.max_completion),
             "--sampler-dtype",
             dtype,
+            "--model",
+            args.model,
             "--fixed-length" if args.fixed_length else "--no-fixed-length",
         ]
         mimalloc = args.allocator == "mimalloc" or (
@@ -440,6 +475,9 @@ def main() -> None:
             f"update {statistics.median(r['update_s'][1:] or r['update_s']):.2f} s; "
             f"steps without an update (no reward signal): {skipped} of {len(r['update_s'][1:])}"
         )
+    if no_trl:
+        print(f"TRL side skipped: {no_trl}")
+        return
     for side in results:
         if side != "trl":
             print(f"{side} / TRL step time = {med[side] / med['trl']:.2f}x (target <= 0.5)")

@@ -23,11 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import time
 
 from agentic_rl.envs import make
 from agentic_rl.envs.web.miniwob import miniwob_task_names, resolve_miniwob_id
 from agentic_rl.envs.web.miniwob_tasks import MINIWOB_TASKS, random_action
+from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.types import Action
 
@@ -216,4 +218,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except EnvUnavailableError as exc:  # the web extra or Debian's Chromium is missing
+        sys.exit(f"error: {exc}")

@@ -8,7 +8,7 @@ step), with the largest difference between their updated weights after the same 
 ratio printed. TRL's ``GRPOTrainer`` uses ``adamw_torch_fused`` by default (transformers'
 ``TrainingArguments.optim``), so this is also what a fair GRPO-step comparison needs.
 
-Usage: ``python benchmarks/optimizer_step.py [--repeats 5]``.
+Usage: ``python benchmarks/optimizer_step.py [--repeats 5] [--model default]``.
 """
 
 from __future__ import annotations
@@ -43,8 +43,11 @@ def _time_steps(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--model", default="default", help="default (SmolLM2), a HF model dir or a .gguf file"
+    )
     args = parser.parse_args()
-    model = load_model(resolve_model_dir("default"))
+    model = load_model(resolve_model_dir(args.model))
     params = [p for p in model.parameters() if p.requires_grad]
     print(
         f"{sum(p.numel() for p in params) / 1e6:.1f} M parameters in {len(params)} tensors, "

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from agentic_rl.tools.sandbox.bwrap import SandboxConfig
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, SandboxUnavailableError
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 
 
@@ -67,4 +67,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SandboxUnavailableError as exc:  # no bubblewrap here: say so, no traceback
+        sys.exit(f"error: {exc} (--backend unsafe_local times the interpreter without the sandbox)")

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
 from typing import Any
-
-import ray
 
 from agentic_rl.envs.base import Env
 from agentic_rl.policy.chat import ChatFormat
@@ -35,7 +34,7 @@ from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubri
 from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.rollout.env_workers import EnvWorkerPool
 from agentic_rl.tools import execute_tool_calls, parse_tool_calls
-from agentic_rl.tools.sandbox.bwrap import SandboxConfig
+from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_unavailable_reason
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox
 from agentic_rl.types import Action, Message, Observation
 
@@ -142,11 +141,25 @@ def _batched(pool: EnvWorkerPool, envs: list[Any], seeds: list[int]) -> float:
     return len(seeds) / (time.perf_counter() - t0)
 
 
+def _import_ray():
+    """The ``ray`` module, or exit with what to install."""
+    try:
+        import ray
+    except ImportError as exc:
+        sys.exit(f"error: ray is not installed ({exc}): pip install -e '.[ray]'")
+    return ray
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--backend", default="bwrap", choices=["bwrap", "unsafe_local"])
     args = parser.parse_args()
+    ray = _import_ray()
+    if args.backend == "bwrap" and bwrap_unavailable_reason():
+        sys.exit(
+            f"error: {bwrap_unavailable_reason()} (--backend unsafe_local runs without the sandbox)"
+        )
     chat = ChatFormat(load_tokenizer(resolve_model_dir("default")))
     seeds = list(range(args.episodes))
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

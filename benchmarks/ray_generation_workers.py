@@ -21,10 +21,10 @@ Usage: ``python benchmarks/ray_generation_workers.py [--tasks 4] [--group 4] [--
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from functools import partial
 
-import ray
 import torch
 
 from agentic_rl.config import ModelConfig
@@ -51,6 +51,10 @@ def main() -> None:
     parser.add_argument("--cpus", type=float, default=1.0, help="CPUs (and threads) per worker")
     parser.add_argument("--max-new-tokens", type=int, default=48)
     args = parser.parse_args()
+    try:
+        import ray
+    except ImportError as exc:
+        sys.exit(f"error: ray is not installed ({exc}): pip install -e '.[ray]'")
 
     model_dir = resolve_model_dir(args.model)
     tokenizer = load_tokenizer(model_dir)

@@ -8,7 +8,7 @@ whole suite, ``bash`` (``git status``), the grading (fresh sandbox, pristine tes
 and the host peer (``python -m pytest`` with the same options in a copy of the buggy tree). Medians
 of ``--repeats`` runs; the first run of each is a warm-up and not counted. Usage::
 
-    python benchmarks/swe_repo_step.py --repeats 5
+    python benchmarks/swe_repo_step.py --repeats 5 [--repos inflection,parse]
 """
 
 from __future__ import annotations
@@ -94,13 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     """Print one markdown row per repository."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repos", default=None, help="comma-separated repository names (all)")
     args = parser.parse_args(argv)
+    names = args.repos.split(",") if args.repos else [spec.name for spec in REPOS]
+    unknown = sorted(set(names) - {spec.name for spec in REPOS})
+    if unknown:
+        parser.error(f"unknown repositories {unknown}; known: {[spec.name for spec in REPOS]}")
     print(
         "| repo | tests | reset | run_tests (1 test) | host pytest (1 test) | ratio | "
         "run_tests (suite) | host pytest (suite) | ratio | bash | grading |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for spec in REPOS:
+    for spec in (spec for spec in REPOS if spec.name in names):
         m = measure(spec, args.repeats)
         print(
             f"| {spec.key} | {repo_tests(spec.name)['passed']} | {m['reset']:.2f} s | "

@@ -21,7 +21,8 @@ default run's low-entropy policy samples (2–5 distinct of 8 measured after the
 agentic-rl trains each distinct row once with its copies' summed loss weight (exact, see
 ``trainer.update.deduplicate``); the plain trainer reads every row.
 
-Usage: ``python benchmarks/update_step.py [--trajectories 32] [--repeats 3] [--distinct 8]``.
+Usage: ``python benchmarks/update_step.py [--trajectories 32] [--repeats 3] [--distinct 8]
+[--model default]``.
 """
 
 from __future__ import annotations
@@ -120,8 +121,11 @@ def main() -> None:
         default=8,
         help="distinct episodes per group of 8 (measured after the warm-up: 2-5)",
     )
+    parser.add_argument(
+        "--model", default="default", help="default (SmolLM2), a HF model dir or a .gguf file"
+    )
     args = parser.parse_args()
-    model_dir = resolve_model_dir("default")
+    model_dir = resolve_model_dir(args.model)
     chat = ChatFormat(load_tokenizer(model_dir))
     trajs = oracle_batch(chat, args.trajectories, args.distinct)
     advantages = [(-1.0) ** t.seed for t in trajs]

@@ -21,11 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import time
 
 from agentic_rl.envs import make
 from agentic_rl.envs.checker import play_oracle
 from agentic_rl.envs.web.miniwob_tasks import random_action
+from agentic_rl.errors import EnvUnavailableError
 
 
 def run(env, seed: int, policy: str, max_turns: int) -> dict[str, float]:
@@ -133,4 +135,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except EnvUnavailableError as exc:  # the web extra or Debian's Chromium is missing
+        sys.exit(f"error: {exc}")

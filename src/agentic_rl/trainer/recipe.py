@@ -71,6 +71,7 @@ __all__ = [
     "credit_and_update",
     "env_kwargs",
     "permission_kwargs",
+    "prepare_rl",
     "rl_step",
     "run_eval",
     "setup",
@@ -342,16 +343,28 @@ def train(
     return run_dir
 
 
+def prepare_rl(run: Run) -> torch.optim.Optimizer:
+    """The RL phase's parts on a :func:`setup` run: sets ``run.critic`` (PPO's value head; None
+    for critic-free methods) and ``run.task_pool`` (None for ``task_sampling = "sequential"``) and
+    returns the optimizer (``[optim]``: AdamW, its warm-up schedule and clipping).
+
+    :func:`train` calls it before the warm-up; whatever drives :func:`rl_step` itself (the
+    benchmarks) calls it too, so it steps a run set up exactly as the recipe's.
+    """
+    optim = run.config.optim
+    optimizer = make_optimizer(
+        run, optim.lr, optim.weight_decay, optim.max_grad_norm, optim.lr_warmup_steps
+    )
+    run.critic = make_critic(run)
+    run.task_pool = make_task_pool(run)
+    return optimizer
+
+
 def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
     """The recipe's phases on a set-up run (from ``checkpoint`` when resuming)."""
     config, run_dir, main = run.config, run.run_dir, run.ranks.is_main
     alg = config.algorithm
-    optim = config.optim
-    optimizer = make_optimizer(
-        run, optim.lr, optim.weight_decay, optim.max_grad_norm, optim.lr_warmup_steps
-    )
-    run.critic = make_critic(run)  # PPO's value head; None for critic-free methods
-    run.task_pool = make_task_pool(run)
+    optimizer = prepare_rl(run)
     start = time.perf_counter()
     if checkpoint is not None:
         first_step = resume_run(run, optimizer, checkpoint)
