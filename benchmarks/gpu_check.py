@@ -72,7 +72,7 @@ REQUIRED = (
     ("farama_notifications", "farama-notifications"),
     ("tomli_w", "tomli-w==1.2.0"),
 )
-PURE_PYTHON_WHEELS = ("gymnasium==1.4.0", "farama-notifications==0.0.4", "tomli-w==1.2.0")
+PURE_PYTHON_WHEELS = ("gymnasium==1.4.0", "farama-notifications==0.0.6", "tomli-w==1.2.0")
 
 
 def missing_dependencies() -> list[str]:
