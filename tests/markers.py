@@ -15,10 +15,10 @@ BWRAP_SKIP_REASON = bwrap_unavailable_reason() or ""
 #: tests that run tools in the bubblewrap sandbox; skipped where it cannot run, with the reason
 needs_bwrap = pytest.mark.skipif(bool(BWRAP_SKIP_REASON), reason=BWRAP_SKIP_REASON)
 
-#: tests that run Coq (coq-proof-v0); skipped where Debian's coq is missing (CI installs it)
+#: tests that run Coq (coq-proof-v0); skipped where Debian's coq is missing
 needs_coq = pytest.mark.skipif(
     shutil.which("coqtop") is None or shutil.which("coqc") is None,
-    reason="Coq (coqtop, coqc) missing: apt-get install coq (CI installs it)",
+    reason="Coq (coqtop, coqc) missing: apt-get install coq (`make test` installs it as root)",
 )
 
 #: built-in envs whose tools run in the sandbox

@@ -23,10 +23,11 @@ from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.tools.sandbox.env_tools import SandboxedTools
 from agentic_rl.types import Action, ToolCall
+from tests.markers import BWRAP_SKIP_REASON
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or not bwrap_available(),
-    reason="bubblewrap missing or unusable (CI installs it)",
+    reason=BWRAP_SKIP_REASON,
 )
 
 
