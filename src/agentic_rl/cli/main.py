@@ -349,8 +349,8 @@ def _add_model_and_env_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         metavar="PATH",
-        help="model to train: default (SmolLM2-135M-Instruct), a HF model folder or a .gguf file "
-        "(model.path)",
+        help="model to train: default (SmolLM2-135M-Instruct), gemma3-270m (Gemma 3 270M base; "
+        "make install-models), a HF model folder or a .gguf file (model.path)",
     )
     p.add_argument(
         "--env",

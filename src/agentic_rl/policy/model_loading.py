@@ -9,7 +9,9 @@ same config and saves that, with the tokenizer, as a safetensors checkpoint in t
 (``$AGENTIC_RL_CACHE`` or ``$XDG_CACHE_HOME/agentic-rl`` or ``~/.cache/agentic-rl``). Later
 loads take about a second and give bit-identical logits.
 
-``--model`` accepts ``default`` (the above), a local HF model directory, or a ``.gguf`` file.
+``--model`` accepts ``default`` (the above), the name of another packaged model
+(:mod:`agentic_rl.policy.named_models`: ``gemma3-270m``), a local HF model directory, or a
+``.gguf`` file. A name wins over a local folder of the same name (write ``./NAME`` for that).
 """
 
 from __future__ import annotations
@@ -61,14 +63,20 @@ def resolve_model_dir(model: str) -> Path:
     """Turn a ``--model`` value into a local HF checkpoint directory, converting GGUF once.
 
     Args:
-        model: ``"default"``, a directory with ``config.json``, or a ``.gguf`` file.
+        model: ``"default"``, a named model (:data:`~agentic_rl.policy.named_models.NAMED_MODELS`),
+            a directory with ``config.json``, or a ``.gguf`` file.
 
     Returns:
         A directory loadable with ``AutoModelForCausalLM.from_pretrained``.
 
     Raises:
-        ModelNotFoundError: the path does not exist or is not a model.
+        ModelNotFoundError: the path does not exist or is not a model; a named model's package
+            is not installed (the message names the pip command).
     """
+    from agentic_rl.policy.named_models import NAMED_MODELS, named_checkpoint
+
+    if model in NAMED_MODELS:
+        return named_checkpoint(NAMED_MODELS[model], convert_gguf)
     if model == DEFAULT_MODEL:
         gguf = default_gguf_path()
     else:
@@ -112,12 +120,7 @@ def _converted_checkpoint(gguf: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
     try:
-        try:
-            _convert_gguf(gguf, tmp)
-        except (ValueError, OSError, KeyError) as exc:
-            raise ModelNotFoundError(
-                f"cannot convert {gguf}: not a loadable GGUF model ({exc})"
-            ) from None
+        convert_gguf(gguf, tmp)
         if target.exists():  # another process won the race
             shutil.rmtree(tmp)
         else:
@@ -128,11 +131,34 @@ def _converted_checkpoint(gguf: Path) -> Path:
     return target
 
 
-def _convert_gguf(gguf: Path, out: Path) -> None:
+def convert_gguf(gguf: Path, out: Path, chat_template: str | None = None) -> None:
+    """Write a GGUF model as a float32 safetensors checkpoint with its tokenizer into ``out``.
+
+    The weights are de-quantized by transformers + gguf and copied into a fresh model built from
+    the same config (a GGUF-loaded model refuses ``save_pretrained``); the logits are
+    bit-identical to the GGUF-loaded model's.
+
+    Args:
+        chat_template: written into the tokenizer when its GGUF header has no chat template.
+
+    Raises:
+        ModelNotFoundError: not a GGUF model transformers can load (names the file).
+    """
+    try:
+        _convert(gguf, out, chat_template)
+    except (ValueError, OSError, KeyError) as exc:
+        raise ModelNotFoundError(
+            f"cannot convert {gguf}: not a loadable GGUF model ({exc})"
+        ) from None
+
+
+def _convert(gguf: Path, out: Path, chat_template: str | None) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    if chat_template is not None and not getattr(tok, "chat_template", None):
+        tok.chat_template = chat_template
     qmodel = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32
     )
