@@ -43,6 +43,7 @@ from typing import Any
 from agentic_rl.envs.base import Env
 from agentic_rl.errors import AgenticRLError
 from agentic_rl.rewards import RewardWeights, Rubric
+from agentic_rl.rollout.ray_local import init_ray
 from agentic_rl.types import Action, Observation
 
 
@@ -187,7 +188,9 @@ class EnvWorkerPool:
     Args:
         num_workers: number of actors (>= 1).
         address: Ray cluster to join (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``); None
-            starts a local Ray (or reuses one this process already started).
+            starts a private local Ray on loopback with token authentication
+            (:func:`agentic_rl.rollout.ray_local.init_ray`), or reuses the one this process is
+            already connected to.
         cpus_per_worker: CPUs each actor reserves in the Ray scheduler (fractions allowed; an
             actor that cannot be placed waits, so keep num_workers × cpus within the cluster).
         timeout_s: wall-clock limit of one remote call (seconds); a call past it fails its episode.
@@ -211,7 +214,7 @@ class EnvWorkerPool:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         ray = _ray()
         if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            init_ray(address)
         actor_cls = ray.remote(num_cpus=cpus_per_worker)(EnvWorker)
         self.actors = [actor_cls.remote() for _ in range(num_workers)]
         self.timeout_s = timeout_s

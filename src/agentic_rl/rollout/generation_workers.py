@@ -57,6 +57,7 @@ from typing import Any
 
 from agentic_rl.rollout.engine import RolloutConfig, run_episodes
 from agentic_rl.rollout.env_workers import require_ray
+from agentic_rl.rollout.ray_local import init_ray
 from agentic_rl.types import StopReason, Trajectory
 
 __all__ = [
@@ -287,7 +288,8 @@ def failed_trajectories(
 
 class GenerationWorkerPool:
     """N generation-worker actors in a Ray cluster (this process must already be connected to
-    Ray, or a local Ray is started).
+    Ray, or a private local Ray is started on loopback, with token authentication:
+    :func:`agentic_rl.rollout.ray_local.init_ray`).
 
     Args:
         num_workers: number of actors (>= 1).
@@ -328,7 +330,7 @@ class GenerationWorkerPool:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         ray = _ray()
         if not ray.is_initialized():
-            ray.init(include_dashboard=False, log_to_driver=False)
+            init_ray()
         threads = num_threads or max(1, int(cpus_per_worker))
         actor_cls = ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(GenerationWorker)
         self.timeout_s = float(timeout_s)

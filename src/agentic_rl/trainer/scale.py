@@ -7,7 +7,8 @@ Two independent switches, both off by default (then the recipe runs exactly as o
   evaluations) is a :class:`~agentic_rl.rollout.env_workers.RemoteEnv` proxy into one
   :class:`~agentic_rl.rollout.env_workers.EnvWorkerPool` of N Ray actors, started once per run
   and shut down at its end, also when the run fails. ``ray_address`` joins a running cluster
-  (``auto``, ``host:port``, ``ray://host:port``); empty starts a private local Ray for the run.
+  (``auto``, ``host:port``, ``ray://host:port``); empty starts a private local Ray for the run,
+  listening on loopback only, with token authentication (:mod:`agentic_rl.rollout.ray_local`).
   Generation stays in the trainer process. With the continuous decode schedule (the default
   ``fast`` sampler) the rollout engine runs env steps on worker threads, so steps of different
   episodes are in flight together (one at a time per actor).
@@ -44,7 +45,8 @@ import torch
 import torch.distributed as dist
 
 from agentic_rl.envs import Env, make
-from agentic_rl.errors import ConfigError
+from agentic_rl.errors import AgenticRLError, ConfigError
+from agentic_rl.rollout.ray_local import init_ray
 from agentic_rl.trainer.distributed import DistContext, init_distributed
 
 T = TypeVar("T")
@@ -190,16 +192,10 @@ def _start_ray(scale: Any) -> bool:
     started = False
     if not ray.is_initialized():
         try:
-            if scale.ray_address:
-                ray.init(address=scale.ray_address, include_dashboard=False, log_to_driver=False)
-            else:  # a private local Ray; logical CPUs enough for every worker
-                ray.init(
-                    address="local",
-                    num_cpus=max(os.cpu_count() or 1, math.ceil(wanted)),
-                    include_dashboard=False,
-                    log_to_driver=False,
-                )
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+            # empty address: a private local Ray on loopback with token authentication;
+            # logical CPUs enough for every worker
+            init_ray(scale.ray_address, num_cpus=max(os.cpu_count() or 1, math.ceil(wanted)))
+        except (ConnectionError, RuntimeError, ValueError, AgenticRLError) as exc:
             raise ConfigError(
                 f"scale.ray_address {scale.ray_address or '(local)'}: cannot start or join Ray: "
                 f"{' '.join(str(exc).split())}"
