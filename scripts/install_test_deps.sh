@@ -33,8 +33,9 @@ APT_PACKAGES=(
 )
 # textworld (jericho compiles with gcc, ~61 s fresh), embeddings (an 83 MB model wheel), mcp, web,
 # skyrl, openenv (~45 s fresh), bench (trl, < 1 MB: the peer side of benchmarks/grpo_step_vs_trl.py),
+# docs (mkdocs + Material + mkdocstrings: tests/docs/test_site.py builds the site with --strict),
 # serve and agents (the policy server of train --agent; the OpenAI Agents SDK example, ~1 MB)
-PIP_EXTRAS=(textworld embeddings mcp web skyrl openenv bench serve agents)
+PIP_EXTRAS=(textworld embeddings mcp web skyrl openenv bench serve agents docs)
 # verifiers 0.4.0 (~55 s fresh) and vLLM's CPU build (~3 min fresh), each in its own virtualenv
 VENV_TARGETS=(install-verifiers install-vllm)
 

@@ -3,7 +3,7 @@
 The data flow is: task -> ``Env.reset`` -> context builder -> ``Policy.generate`` -> tool-call
 parser -> ``Env.step`` -> ``Turn`` -> ``Trajectory`` -> rubric -> advantages -> loss.
 
-Token-level fields follow one convention everywhere (see DESIGN.md, decision 1): a trajectory
+Token-level fields follow one convention everywhere (see docs/design.md, decision 1): a trajectory
 holds one flat list of token ids, the exact ids the policy was fed and sampled, with a parallel
 ``loss_mask`` (1 = sampled by the policy, 0 = template, tool or environment text) and
 ``logprobs`` (log-probability of the token under the sampling policy for sampled tokens, 0.0

@@ -1,4 +1,4 @@
-"""Typed, validated training configuration, stored as TOML (DESIGN.md, decision 7).
+"""Typed, validated training configuration, stored as TOML (docs/design.md, decision 7).
 
 A config file is a TOML document whose sections mirror :class:`TrainConfig`: ``[model]``,
 ``[env]``, ``[tools]``, ``[rollout]``, ``[reward]``, ``[warmup]``, the RL phase by concern

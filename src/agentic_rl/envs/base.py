@@ -6,7 +6,7 @@ An environment is one POMDP episode at a time::
     observation, reward, terminated, truncated, info = env.step(action)
 
 * ``reset`` with the same seed gives the same task and the same first observation, so the G
-  members of a group share their start (DESIGN.md, decision 2).
+  members of a group share their start (docs/design.md, decision 2).
 * ``terminated``: the task ended (e.g. a final answer was given). ``truncated``: the env's
   own limit ran out. Rollout budgets (turns, tokens) are applied by the rollout engine.
 * Observations are chat messages; the env never sees token ids.

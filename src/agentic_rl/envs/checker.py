@@ -40,7 +40,7 @@ check                       what it requires
 ``step_after_end``          ``step`` after the end raises :class:`EpisodeEndedError`
 ``rubric``                  ``rubric()`` is a :class:`Rubric`; on the oracle's trajectories its
                             total is finite, each group component equals the weighted sum of
-                            its functions, and the total equals Σ sign·λ·group (DESIGN.md,
+                            its functions, and the total equals Σ sign·λ·group (docs/design.md,
                             decision 3) for the default and for non-default group weights
 ``snapshot``                restoring the snapshot taken after reset or after any oracle turn,
                             into the same env or a fresh one, makes the next oracle action give

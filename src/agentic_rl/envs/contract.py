@@ -172,7 +172,7 @@ def play_oracle(
 
     Raises:
         ValueError: the oracle has no reply before the episode ended.
-        Whatever ``reset``/``step`` raise.
+        Exception: whatever ``reset``/``step`` raise, unchanged.
     """
     obs, info = env.reset(seed=seed, options={"trajectory_id": f"check-{seed}"})
     messages = list(obs.messages)

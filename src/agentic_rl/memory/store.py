@@ -1,7 +1,7 @@
 """The memory store: an embedded SQLite table of text entries, searched with BM25.
 
 Memory is the agent's belief state across the parts of a task it cannot keep in context
-(DESIGN.md, decision 5). The policy writes, updates, deletes and searches entries with tool
+(docs/design.md, decision 5). The policy writes, updates, deletes and searches entries with tool
 calls (:mod:`agentic_rl.memory.tools`); this module is the storage those tools act on.
 
 Entries

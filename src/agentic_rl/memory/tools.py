@@ -1,6 +1,6 @@
 """Memory tools: ``memory_write``, ``memory_search``, ``memory_update``, ``memory_delete``.
 
-Memory is an action (DESIGN.md, decision 5): the policy calls these tools like any other, so
+Memory is an action (docs/design.md, decision 5): the policy calls these tools like any other, so
 they go through the env's :class:`~agentic_rl.tools.governance.executor.ToolExecutor` (permission check,
 audit record, observation) and appear in the trajectory as tool calls and results. A
 :class:`MemoryToolkit` binds the four tools to one :class:`~agentic_rl.memory.store.MemoryStore`::

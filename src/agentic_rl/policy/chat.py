@@ -1,6 +1,6 @@
 """Token-level chat rendering for multi-turn rollouts (ChatML).
 
-The rollout engine owns tokens (DESIGN.md, decision 1). It asks this module for the *text* of
+The rollout engine owns tokens (docs/design.md, decision 1). It asks this module for the *text* of
 each environment span and tokenizes that span exactly once; the policy's sampled ids are kept
 as sampled. The layout, for SmolLM2 and other ChatML models, is::
 

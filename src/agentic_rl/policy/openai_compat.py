@@ -6,7 +6,7 @@ accepts a list of token ids there), with ``logprobs=1``. The reply must carry th
 ids (``choices[0].token_ids``: vLLM ``return_token_ids``; or ``logprobs.tokens`` written as
 ``token_id:N``: vLLM ``return_tokens_as_token_ids``, asked for in every request) and their
 logprobs. A server that answers with text only (no ids) fails the request: re-tokenizing its
-text would break token-in/token-out (DESIGN.md, decision 1). For evaluation and data
+text would break token-in/token-out (docs/design.md, decision 1). For evaluation and data
 collection with any server, see :mod:`agentic_rl.rollout.chat_completions` (chat completions
 with tools, no token ids needed).
 

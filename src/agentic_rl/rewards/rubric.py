@@ -1,6 +1,6 @@
 """Rubrics: rewards as a weighted sum of named components in four groups.
 
-Formula (DESIGN.md, decision 3)::
+Formula (docs/design.md, decision 3)::
 
     R = λ_o · Σ_{f ∈ outcome} w_f·f(τ) + λ_p · Σ_{f ∈ process} w_f·f(τ)
         − λ_c · Σ_{f ∈ cost} w_f·f(τ) − λ_r · Σ_{f ∈ risk} w_f·f(τ)

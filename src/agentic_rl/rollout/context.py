@@ -31,7 +31,7 @@ wiped except the system message, and the step's observation messages start the n
 first is the new task). The engine then builds ``builder.build(system, obs.messages[0],
 obs.messages[1:])`` (``memory-recall-v0`` does this between sessions).
 
-Token-in/token-out consistency (DESIGN.md, decision 1). Building a context *rewrites* history
+Token-in/token-out consistency (docs/design.md, decision 1). Building a context *rewrites* history
 whenever ``built.rewritten`` is True or after a context reset: the new prompt is then not a
 continuation of the token stream the policy has been fed so far.
 The rollout engine must therefore never splice a rebuilt prompt into the running stream, nor

@@ -52,7 +52,7 @@ parser see only the content after it (a reply that is all reasoning, a cut thoug
 Tool calls are parsed in the chat format's tool format (``model.tool_format``).
 
 The trajectory's token stream is exactly what the model was fed and what it sampled; training
-never re-tokenizes decoded text (DESIGN.md, decision 1). Budgets: ``max_turns`` policy turns,
+never re-tokenizes decoded text (docs/design.md, decision 1). Budgets: ``max_turns`` policy turns,
 ``max_new_tokens`` sampled per turn, ``max_total_tokens`` for the token stream of one segment
 (the whole stream when the context is never rebuilt). A reply cut by a token budget before its
 end-of-turn token is not an action: it is recorded as the last turn with ``Turn.truncated``, the

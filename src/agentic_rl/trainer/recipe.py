@@ -1,6 +1,6 @@
 """The training recipe: supervised warm-up on oracle demonstrations, then GRPO on the full task mix.
 
-Read top to bottom, it is the whole data flow of DESIGN.md::
+Read top to bottom, it is the whole data flow of docs/design.md::
 
     seeds -> env.reset -> rollout engine (policy.generate, tool-call parser, env.step)
           -> trajectories -> rubric -> credit assignment (advantages) -> PPO-clip loss -> optimizer.step()

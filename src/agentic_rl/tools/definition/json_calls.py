@@ -89,8 +89,7 @@ def parse_llama3_json(text: str, turn_index: int = 0) -> _Parsed:
         ``(calls, errors)`` in message order. A reply that does not start with ``{`` (after
         whitespace and an optional ``<|python_tag|>``) gives ``((), ())``.
 
-    Raises:
-        Nothing, for any ``text``; time is linear in ``len(text)``.
+    Never raises, for any ``text``; time is linear in ``len(text)``.
     """
     text = valid_text(text)
     pos = _SPACE.match(text).end()
@@ -180,8 +179,7 @@ def parse_mistral(text: str, turn_index: int = 0) -> _Parsed:
     Returns:
         ``(calls, errors)`` in message order.
 
-    Raises:
-        Nothing, for any ``text``; time is linear in ``len(text)``.
+    Never raises, for any ``text``; time is linear in ``len(text)``.
     """
     text = valid_text(text)
     items: list[ToolCall | ToolCallError] = []

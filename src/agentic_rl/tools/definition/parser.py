@@ -258,8 +258,7 @@ def parse_tool_calls(
         ``(calls, errors)``: the accepted calls and the rejected ones, each in message order
         (:func:`in_call_order` interleaves them).
 
-    Raises:
-        Nothing, for any ``text``: malformed calls become ``ToolCallError`` values.
+    Never raises, for any ``text``: malformed calls become ``ToolCallError`` values.
     """
     text = valid_text(text)
     calls: list[ToolCall] = []

@@ -166,8 +166,7 @@ def parse_pythonic(text: str, turn_index: int = 0) -> _Parsed:
     Returns:
         ``(calls, errors)`` in list order; ``((), ())`` when the reply does not start with ``[``.
 
-    Raises:
-        Nothing, for any ``text``.
+    Never raises, for any ``text``.
     """
     text = valid_text(text)
     body = text.strip()
@@ -192,8 +191,7 @@ def parse_gemma(text: str, turn_index: int = 0) -> _Parsed:
     Returns:
         ``(calls, errors)`` in message order.
 
-    Raises:
-        Nothing, for any ``text``.
+    Never raises, for any ``text``.
     """
     text = valid_text(text)
     items: list[ToolCall | ToolCallError] = []

@@ -117,8 +117,7 @@ def parse_qwen3_coder(text: str, turn_index: int = 0) -> _Parsed:
     Returns:
         ``(calls, errors)`` in message order.
 
-    Raises:
-        Nothing, for any ``text``.
+    Never raises, for any ``text``.
     """
     text = valid_text(text)
     calls: list[ToolCall] = []
