@@ -214,17 +214,24 @@ def test_n_choices_the_continued_one_joins_the_stream(chat):
     assert "option 0" not in chat.decode(t.token_ids) and t.info["unused_choices"] == 2
 
 
-def test_concurrent_rollouts_with_the_fast_sampler_do_not_mix(tiny_model_dir, chat):
-    """Eight agents at once against the tiny model's FastPolicy: each trajectory holds exactly
-    its own prompt and the ids and logprobs its own responses returned."""
+@pytest.mark.parametrize("sampler", ["fast", "hf"])
+def test_concurrent_rollouts_do_not_mix(tiny_model_dir, chat, sampler):
+    """Eight agents at once against the tiny model (the fast sampler's decode stream, or HF's
+    batched generate): each trajectory holds exactly its own prompt and the ids and logprobs
+    its own responses returned."""
     import torch
 
     from agentic_rl.agents.recorder import Budget
     from agentic_rl.policy.fast import FastPolicy
+    from agentic_rl.policy.hf import HFPolicy
     from agentic_rl.policy.model_loading import load_model
 
     torch.set_num_threads(1)
-    policy = FastPolicy(load_model(tiny_model_dir), chat.eos_token_id, max_batch=8)
+    model = load_model(tiny_model_dir)
+    if sampler == "fast":
+        policy = FastPolicy(model, chat.eos_token_id, max_batch=8)
+    else:
+        policy = HFPolicy(model, chat.eos_token_id, chat.eos_token_id)
     server = PolicyServer(policy, chat, Budget(12, 1024), temperature=1.0).start()
 
     async def agent(i: int):
@@ -285,3 +292,32 @@ def test_parse_reward_components_by_group():
     for bad in ("x", float("nan"), {"reward": 1, "components": {}}, {"components": {"outcome": 1}}):
         with pytest.raises(RewardFormatError):
             parse_reward(bad)
+
+
+def test_reward_callback_posted_reward_and_a_raising_agent(scripted_server):
+    from agentic_rl.agents.runner import AgentJob, AgentRunner
+
+    async def agent(task, base_url):
+        if task.get("crash"):
+            raise RuntimeError("the agent broke")
+        client = openai.AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0)
+        messages = [{"role": "user", "content": "q"}]
+        r = await client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
+        await client.close()
+        if task.get("post"):  # the agent posts its reward itself (it wins over the callback)
+            httpx.post(base_url.removesuffix("/v1") + "/reward", json={"reward": 0.5})
+        return r.choices[0].message.tool_calls[0].function.name
+
+    def reward(task, result):  # the callback grades what the agent returned
+        return {"components": {"named_the_tool": float(result == "calculator")}}
+
+    runner = AgentRunner(scripted_server, agent, reward, timeout_s=30)
+    jobs = [
+        AgentJob(f"j{i}", task, RolloutSpec())
+        for i, task in enumerate([{}, {"post": 1}, {"crash": 1}])
+    ]
+    graded, posted, crashed = runner.run(jobs)
+    assert graded.reward == 1.0 and graded.reward_components["named_the_tool"] == 1.0
+    assert posted.reward == 0.5 and not posted.failed
+    assert crashed.failed and "the agent broke" in crashed.failure
+    assert crashed.info["failure_kind"] == "agent_error" and runner.counts == {"agent_error": 1}

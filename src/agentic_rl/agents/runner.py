@@ -163,13 +163,17 @@ class AgentRunner:
                     self.timeout_s,
                 )
                 returned = True
+
+                def left() -> float:
+                    return max(self.timeout_s - (time.monotonic() - started), 0.001)
+
                 if not posted.done() and self.reward is not None:
-                    result = await self._call(self.reward, threads, job.task, result)
+                    score = self._call(self.reward, threads, job.task, result)
+                    result = await asyncio.wait_for(score, left())
                 if not posted.done() and result is not None:
                     reward = parse_reward(result, self.weights)
                 if reward is None:
-                    left = max(self.timeout_s - (time.monotonic() - started), 0.001)
-                    reward = await asyncio.wait_for(asyncio.wrap_future(posted), left)
+                    reward = await asyncio.wait_for(asyncio.wrap_future(posted), left())
             except TimeoutError:
                 kind = "timeout"
                 failure = (

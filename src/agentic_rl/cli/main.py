@@ -1,4 +1,5 @@
-"""Command line: ``agentic-rl train | eval | envs | audit | replay | view | export | compare``.
+"""Command line: ``agentic-rl train | eval | envs | audit | replay | view | export | compare |
+serve-policy``.
 
 Under ``torchrun --nproc-per-node W -m agentic_rl.cli train …`` the W processes train data-parallel
 (:mod:`agentic_rl.trainer.scale`); rank 0 alone prints progress and writes the run directory.
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from agentic_rl.cli.evaluation import add_eval_arguments, cmd_eval
 from agentic_rl.cli.pipes import quiet_closed_stdout, stdout_closed
+from agentic_rl.cli.serve import add_agent_argument, add_serve_parser, agent_overrides
 from agentic_rl.cli.trajectories import add_subcommands
 from agentic_rl.errors import AgenticRLError
 
@@ -177,6 +179,7 @@ def _cmd_train(args) -> int:
             "--resume continues a run with its own config.toml; --env cannot be combined with it"
         )
     sets = sets + scale_overrides(args) + backend_overrides(args) + model_overrides(args)
+    sets = sets + agent_overrides(args, resume)  # --agent: agent.function
     if resume is not None and (args.rollout_backend is not None or args.base_url is not None):
         raise AgenticRLError(
             "--resume continues a run with its own config.toml ([rollout] included); "
@@ -200,9 +203,8 @@ def _cmd_train(args) -> int:
 
     def start(run_dir: Path) -> str:
         from agentic_rl.cli.common import run_config
-        from agentic_rl.trainer.run_dir import start_line
-
         from agentic_rl.policy.device import placement_of
+        from agentic_rl.trainer.run_dir import start_line
 
         cfg = config or run_config(run_dir)
         device = placement_of(cfg.model).summary_line()
@@ -415,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ray://host:port (scale.ray_address; default: a private local Ray)",
     )
     _add_backend_arguments(p)
+    add_agent_argument(p)  # --agent MODULE:FUNCTION
     p.set_defaults(fn=_cmd_train)
     p = sub.add_parser("eval", help="greedy evaluation of a model on the held-out tasks")
     p.add_argument("--config")
@@ -448,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     p.set_defaults(fn=_cmd_audit)
     add_subcommands(sub)  # replay, view, export, compare
+    add_serve_parser(sub)  # serve-policy
     return parser
 
 

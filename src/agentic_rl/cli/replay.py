@@ -83,6 +83,20 @@ def replay_record(run_dir: Path, record: dict[str, Any], rescore_it: bool) -> di
     from agentic_rl.trajectories.replay import replay, rescore
 
     traj = trajectory_from_record(record)
+    if traj.env_id.startswith("agent:"):  # [agent] runs: the environment is the agent program
+        return {
+            "trajectory_id": traj.trajectory_id,
+            "env_id": traj.env_id,
+            "seed": traj.seed,
+            "phase": record.get("phase"),
+            "step": record.get("step"),
+            "turns": len(traj.turns),
+            "turns_replayed": 0,
+            "first_divergent_turn": None,
+            "divergences": [],
+            "not_replayable": "recorded from an agent program through the policy server: its "
+            "environment is that program, which replay cannot re-run (--logprobs still works)",
+        }
     env = fresh_env(run_dir, record)
     try:
         result = replay(traj, env)
@@ -139,9 +153,12 @@ def _replay_many(run_dir: Path, args) -> int:
         "turns_replayed": sum(r["turns_replayed"] for r in results),
         "divergences_by_kind": _count(d["what"] for r in diverged for d in r["divergences"]),
         "divergent_trajectory_ids": [r["trajectory_id"] for r in diverged],
+        "not_replayable": sum("not_replayable" in r for r in results),
     }
     if args.rescore:
-        summary["rewards_changed"] = sum("total" in r["rescore"]["changed"] for r in results)
+        summary["rewards_changed"] = sum(
+            "total" in r.get("rescore", {}).get("changed", ()) for r in results
+        )
     if args.json:
         print(json.dumps({**summary, "results": results}, ensure_ascii=False))
     else:
@@ -172,6 +189,10 @@ def _print_replay_summary(summary: dict[str, Any], diverged: list[dict[str, Any]
     )
     if "rewards_changed" in summary:
         print(f"rescored with the current rubric: {summary['rewards_changed']} rewards changed")
+    if summary["not_replayable"]:
+        print(
+            f"{summary['not_replayable']} agent-program trajectories are not replayable (not run)"
+        )
 
 
 def _drift(run_dir: Path, traj, checkpoint: str) -> dict[str, Any]:
@@ -203,7 +224,9 @@ def _print_replay(out: dict[str, Any]) -> None:
         f"trajectory {out['trajectory_id']} ({out['env_id']}, seed {out['seed']}): "
         f"replayed {out['turns_replayed']} of {out['turns']} turns"
     )
-    if turn is None:
+    if "not_replayable" in out:
+        print(f"not replayed: {out['not_replayable']}")
+    elif turn is None:
         print("0 divergences: every observation, reward and end flag matches the recording")
     else:
         where = "the reset observation" if turn == -1 else f"turn {turn}"

@@ -3,7 +3,7 @@
 A config file is a TOML document whose sections mirror :class:`TrainConfig`: ``[model]``,
 ``[env]``, ``[tools]``, ``[rollout]``, ``[reward]``, ``[warmup]``, the RL phase by concern
 (``[algorithm]``, ``[sampling]``, ``[loss]``, ``[optim]``, ``[ppo]``), ``[eval]``,
-``[tracking]``, ``[scale]``. Loading checks every key and value: an unknown key, a wrong type
+``[tracking]``, ``[scale]``, ``[agent]``. Loading checks every key and value: an unknown key, a wrong type
 or an out-of-range value raises :class:`~agentic_rl.errors.ConfigError` naming the key and the
 file; a key that moved (``algorithm.lr``) names its new place (``optim.lr``). ``--set
 a.b=value`` overrides are parsed as TOML values (``--set optim.lr=3e-6``, ``--set
@@ -16,6 +16,7 @@ tools, warm-up, eval, tracking, scale), ``algorithm`` (the RL sections), ``migra
 keys), ``loading`` (TrainConfig, load/save).
 """
 
+from agentic_rl.config.agent import AgentConfig
 from agentic_rl.config.algorithm import (
     AlgorithmConfig,
     LossConfig,
@@ -43,6 +44,7 @@ from agentic_rl.config.sections import (
 
 __all__ = [
     "MOVED_KEYS",
+    "AgentConfig",
     "AlgorithmConfig",
     "EnvConfig",
     "EvalConfig",

@@ -20,6 +20,7 @@ from typing import Any
 
 import tomli_w
 
+from agentic_rl.config.agent import AgentConfig
 from agentic_rl.config.algorithm import (
     AlgorithmConfig,
     LossConfig,
@@ -75,7 +76,8 @@ class TrainConfig:
         seed: the run's seed (Python, torch and the sampler; [0, 2**32)).
         output_dir: where run directories go (not empty: ``.`` is the current directory).
         checkpoint_every: RL steps between checkpoints (for ``--resume``; > 0).
-        model … scale: the sections, one dataclass each.
+        model … agent: the sections, one dataclass each (``[agent]``: an agent program trained
+            through the policy server, :mod:`agentic_rl.config.agent`).
     """
 
     name: str = text("calculator-grpo", "name")
@@ -96,6 +98,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     scale: ScaleConfig = field(default_factory=ScaleConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
 
     def __post_init__(self) -> None:
         check_rules(self, "")

@@ -207,6 +207,11 @@ def rollout_source(run: Run, first_step: int) -> Iterator[InlineRollouts | Async
         ConfigError: k >= 1 under torchrun with more than one process.
     """
     k = run.config.algorithm.max_off_policy_steps
+    if run.agent is not None:  # [agent]: runs of the user's agent (check_agent: k = 0)
+        from agentic_rl.trainer.agent_rollouts import AgentRollouts
+
+        yield AgentRollouts(run)
+        return
     if k == 0:
         yield InlineRollouts(run)
         return

@@ -35,6 +35,7 @@ import torch
 
 from agentic_rl.config import TrainConfig, load_run_config, save_config
 from agentic_rl.errors import ConfigError
+from agentic_rl.trainer.agent_rollouts import agent_eval, start_agent
 from agentic_rl.trainer.async_rollouts import AsyncRollouts, InlineRollouts, rollout_source
 from agentic_rl.trainer.checkpoint import latest_checkpoint
 from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
@@ -95,6 +96,8 @@ def _no_progress(phase: str, done: int, total: int, message: str) -> None:
 def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, Any]:
     """Greedy evaluation on the held-out seeds; logs and returns the eval row."""
     cfg = run.config
+    if run.agent is not None:  # [agent]: the held-out tasks run through the agent, greedily
+        return agent_eval(run, tag, rl_step, progress)
     progress("eval", 0, 1, f"evaluating ({tag}) on {cfg.eval.size} held-out tasks")
     started = time.perf_counter()
     ranks, seeds = run.ranks, range(cfg.eval.seed_start, cfg.eval.seed_start + cfg.eval.size)
@@ -337,8 +340,11 @@ def train(
             progress("start", 0, 1, str(run_dir))
         run = setup(config, run_dir, scale)
         try:
+            run.agent = start_agent(run)  # [agent]: the policy server the agent calls
             _train(run, resume and checkpoint, progress if scale.ctx.is_main else _no_progress)
         finally:  # a vLLM server stops at the end and on any failure
+            if run.agent is not None:
+                run.agent.close()
             run.backend.close()
     return run_dir
 

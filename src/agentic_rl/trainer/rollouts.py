@@ -158,6 +158,8 @@ def sampling_metrics(run: Run, batch: SampledBatch) -> dict[str, float]:
         out["rollout/dropped_stale"] = batch.stale
     if run.config.sampling.guidance != "off":
         out["rollout/groups_guided"] = len({t.group_id for t in batch.train if is_guided(t)})
+    if run.agent is not None:  # [agent]: rollouts excluded by kind (timeouts, agent errors)
+        out.update(run.agent.metrics(batch))
     pool = run.task_pool
     if pool is not None and run.config.sampling.task_sampling == "difficulty":
         out.update({f"pool/accept/{lv}": pool.acceptance(lv) for lv in sorted(pool.counts)})

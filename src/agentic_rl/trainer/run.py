@@ -75,6 +75,9 @@ class Run:
         backend: what samples the RL rollouts (``rollout.backend``,
             :mod:`agentic_rl.trainer.backends`); None = the local ``policy``.
         placement: the resolved device and precision (:mod:`agentic_rl.policy.device`).
+        agent: the policy server and agent runner of an ``[agent]`` run
+            (:class:`~agentic_rl.trainer.agent_rollouts.AgentSession`, started by the recipe);
+            None for an env run.
     """
 
     config: TrainConfig
@@ -93,6 +96,7 @@ class Run:
     task_pool: TaskPool | None = None
     backend: RolloutBackend | None = None
     placement: Placement = field(default_factory=lambda: Placement(torch.device("cpu")))
+    agent: Any = None
 
     def __post_init__(self) -> None:
         if self.backend is None:
@@ -142,6 +146,9 @@ def validate(config: TrainConfig) -> Path:
         )
     if config.algorithm.max_off_policy_steps and launched_world_size() > 1:
         raise ConfigError("algorithm.max_off_policy_steps >= 1 is not supported under torchrun yet")
+    from agentic_rl.trainer.agent_rollouts import check_agent  # it imports this module
+
+    check_agent(config)  # [agent]: the function importable, its task files readable
     return resolve_model_dir(config.model.path)
 
 
