@@ -78,7 +78,7 @@ __all__ = [
 @dataclass(frozen=True)
 class LossSettings:
     """Everything one policy-gradient step reads besides its batch (built from a run's config by
-    :func:`agentic_rl.trainer.step_settings.loss_settings`).
+    :func:`agentic_rl.trainer.run.loss_settings`).
 
     Attributes:
         micro_batch_size, micro_batch_tokens: most trajectories and padded tokens per
