@@ -42,6 +42,7 @@ ENV_IDS = [
     "calculator-v0",
     "math-python-v0",
     "code-repair-v0",
+    "swe-repo-v0",
     "search-qa-v0",
     "research-report-v0",
     "rg/basic_arithmetic-v0",
