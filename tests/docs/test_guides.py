@@ -57,12 +57,38 @@ def _example(tmp_path: Path, page: str, title: str) -> Path:
     return tmp_path
 
 
+def agentic_rl_commands(page: str) -> list[list[str]]:
+    """The ``agentic-rl ...`` command lines that ``docs/guides/PAGE`` shows, split into words."""
+    text = (GUIDES / page).read_text(encoding="utf-8")
+    commands = [line.split() for line in re.findall(r"^agentic-rl [^\n#]*", text, re.M)]
+    assert commands, f"docs/guides/{page} shows no agentic-rl command"
+    return commands
+
+
+def run_cli(words: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """An ``agentic-rl`` command line run in ``cwd`` with the installed console script (which,
+    unlike ``python -m``, does not put the current directory on the module path)."""
+    script = Path(sys.executable).parent / "agentic-rl"
+    return subprocess.run(
+        [str(script), *words[1:]],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+
+
+def _command(page: str, verb: str) -> list[str]:
+    (words,) = [w for w in agentic_rl_commands(page) if w[1] == verb]
+    return words
+
+
 def test_write_an_env_passes_check_env_with_the_command_shown(tmp_path):
     folder = _example(tmp_path, "write_an_env.md", "letter_count.py")
-    (check,) = [c for c in shown_commands("write_an_env.md", "letter_count") if "check-env" in c]
-    result = run_python(check, folder)
+    result = run_cli(_command("write_an_env.md", "check-env"), folder)
     assert result.returncode == 0, result.stderr
-    assert "letter-count-v0: passed 10 checks" in result.stdout
+    assert "letter_count:LetterCountEnv: passed 10 checks" in result.stdout
     assert "oracle success 100%" in result.stdout
 
 
@@ -70,11 +96,10 @@ def test_write_an_env_is_a_tool_env_whose_bad_answer_scores_zero(tmp_path):
     """The example is honest: a wrong answer fails, a tool call is a tool turn with its result."""
     folder = _example(tmp_path, "write_an_env.md", "letter_count.py")
     code = """
-import letter_count
 from agentic_rl.envs import make
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.types import Action
-env = make("letter-count-v0")
+env = make("letter_count:LetterCountEnv")
 obs, _ = env.reset(seed=7)            # word 7 % 5 = mississippi, letter 7 // 5 = index 1: 'i'
 assert "'i' occur in 'mississippi'" in obs.messages[1].content, obs.messages[1].content
 reply = '<tool_call>{"name": "count_letter", "arguments": {"word": "mississippi", "letter": "i"}}</tool_call>'
@@ -90,24 +115,34 @@ print("ok")
     assert result.stdout.strip() == "ok"
 
 
-def test_write_an_env_trains_with_the_command_shown(tmp_path, tiny_model_dir):
-    """The guide's train command, on the tiny model and a two-step recipe, writes a whole run."""
+def test_write_an_env_trains_evaluates_and_replays_with_the_commands_shown(
+    tmp_path, tiny_model_dir
+):
+    """The guide's train, eval and replay commands with the env's module:Class id, on the tiny
+    model and a two-step recipe: a whole run, evaluated and replayed from the example's folder."""
     folder = _example(tmp_path, "write_an_env.md", "letter_count.py")
-    (train,) = [c for c in shown_commands("write_an_env.md", "letter_count") if "'train'" in c]
     out = tmp_path / "runs"
     sets = [f"model.path='{tiny_model_dir}'", f"output_dir='{out}'", *TWO_STEP_SMOKE]
-    extra = "".join(f", '--set', {s!r}" for s in sets)
-    command = train.replace("'letter-count-v0']", f"'letter-count-v0'{extra}]")
-    assert command != train
-    result = run_python(command, folder, timeout=600)
+    train = _command("write_an_env.md", "train") + [a for s in sets for a in ("--set", s)]
+    result = run_cli(train, folder)
     assert result.returncode == 0, result.stderr[-3000:]
     (run,) = out.iterdir()
     config = tomllib.loads((run / "config.toml").read_text())
-    assert config["env"]["id"] == "letter-count-v0"
+    assert config["env"]["id"] == "letter_count:LetterCountEnv"
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary["success"]) >= {"warmup", "final"}
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["rl_step"] for r in rows if r.get("phase") == "rl"] == [1, 2]
+    evaluate = [
+        w.replace("runs/calculator-grpo", str(run)) for w in _command("write_an_env.md", "eval")
+    ]
+    result = run_cli([*evaluate[:-1], "2"], folder)  # 2 episodes, not the page's 20
+    assert result.returncode == 0, result.stderr[-3000:]
+    replay = [
+        w.replace("runs/calculator-grpo", str(run)) for w in _command("write_an_env.md", "replay")
+    ]
+    result = run_cli([*replay, "--limit", "4"], folder)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
 
 
 def test_add_a_tool_runs_and_prints_what_the_page_says(tmp_path):

@@ -20,6 +20,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from agentic_rl.cli.envs_list import cmd_envs
 from agentic_rl.cli.evaluation import add_eval_arguments, cmd_eval
 from agentic_rl.cli.pipes import quiet_closed_stdout, stdout_closed
 from agentic_rl.cli.serve import add_agent_argument, add_serve_parser, agent_overrides
@@ -97,7 +98,11 @@ def _summary_table(run_dir: Path, console) -> None:
     from rich.table import Table
 
     summary = json.loads((run_dir / "summary.json").read_text())
-    levels = sorted({lv for row in summary["success_by_level"].values() for lv in row})
+    by_column = summary["success_by_level"]  # a mixture: each env's success instead of levels
+    envs = summary.get("envs") or {}
+    if envs:
+        by_column = {t: {e: envs[e]["success"].get(t) for e in envs} for t in summary["success"]}
+    levels = list(envs) or sorted({lv for row in by_column.values() for lv in row})
     table = Table(title="Held-out success (greedy)")
     table.add_column("model")
     table.add_column("overall", justify="right")
@@ -105,8 +110,8 @@ def _summary_table(run_dir: Path, console) -> None:
         table.add_column(lv, justify="right")
     names = {"base": "base model", "warmup": "after warm-up", "final": "after RL"}
     for tag, overall in summary["success"].items():
-        by_level = summary["success_by_level"].get(tag, {})
-        cells = [f"{by_level[lv]:.0%}" if lv in by_level else "-" for lv in levels]
+        by_level = by_column.get(tag, {})
+        cells = [f"{by_level[lv]:.0%}" if by_level.get(lv) is not None else "-" for lv in levels]
         table.add_row(names.get(tag, tag), f"{overall:.0%}", *cells)
     console.print(table)
     comps = Table(title="Reward components after RL (held-out means)")
@@ -250,26 +255,6 @@ def backend_overrides(args) -> list[str]:
     if args.base_url is not None:
         out.append(f"rollout.base_url={json.dumps(args.base_url)}")
     return out
-
-
-def _cmd_envs(args) -> int:
-    from agentic_rl.envs import registered
-
-    for spec in registered():
-        print(f"{spec.env_id:<24} {spec.description}")
-    import textwrap
-
-    from agentic_rl.envs import families
-
-    for family in families():
-        members = family.members()
-        print(f"{family.pattern:<24} {family.description} ({len(members)} tasks):")
-        print(
-            textwrap.fill(
-                ", ".join(members), width=100, initial_indent=" " * 25, subsequent_indent=" " * 25
-            )
-        )
-    return 0
 
 
 def _cmd_check_env(args) -> int:
@@ -430,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(p)
     p.set_defaults(fn=cmd_eval)
     p = sub.add_parser("envs", help="list registered environments")
-    p.set_defaults(fn=_cmd_envs)
+    p.set_defaults(fn=cmd_envs)
     p = sub.add_parser(
         "check-env", help="check that an env obeys the env contract (exit 1 listing failed checks)"
     )

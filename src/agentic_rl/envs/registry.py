@@ -1,5 +1,8 @@
 """Registry of environment ids (``name-vN``), as users type them on the command line.
 
+Envs of the user's own package need no registration here: a ``module:Class`` id or an entry
+point of the group ``agentic_rl.envs`` (:mod:`agentic_rl.envs.user_envs`) reaches every command.
+
 Every id registered here is also registered in Gymnasium's registry as ``agentic_rl/<id>``
 (:func:`gymnasium_id`), so ``gymnasium.make("agentic_rl/calculator-v0")`` works once
 :mod:`agentic_rl.envs` is imported (Gymnasium 1.x has no plugin entry points; the
@@ -25,6 +28,7 @@ from typing import Any
 import gymnasium
 
 from agentic_rl.envs.base import Env
+from agentic_rl.envs.user_envs import entry_point_ids, is_import_path, load_factory
 from agentic_rl.errors import UnknownEnvError
 
 _ID = re.compile(r"^[A-Za-z0-9_./-]+-v\d+$")
@@ -86,14 +90,18 @@ def families() -> list[EnvFamily]:
 
 
 def _spec(env_id: str) -> EnvSpec:
-    """The spec of a registered id or family member.
+    """The spec of a registered id, a family member, a ``module:attribute`` id or an installed
+    entry point (:mod:`agentic_rl.envs.user_envs`).
 
     Raises:
-        UnknownEnvError: :func:`_unknown_env`'s message.
+        UnknownEnvError: :func:`_unknown_env`'s message; a ``module:attribute`` id or an entry
+            point that cannot be loaded (the message says why).
     """
     spec = _REGISTRY.get(env_id)
     if spec is not None:
         return spec
+    if is_import_path(env_id):
+        return EnvSpec(env_id, *load_factory(env_id))
     for family in _FAMILIES:
         if env_id.startswith(family.prefix):
             try:
@@ -101,6 +109,9 @@ def _spec(env_id: str) -> EnvSpec:
             except UnknownEnvError as exc:
                 raise _unknown_member(env_id, family, exc) from None
             return EnvSpec(env_id, factory, description)
+    plugin = entry_point_ids().get(env_id)
+    if plugin is not None:
+        return EnvSpec(env_id, *load_factory(plugin))
     raise _unknown_env(env_id)
 
 
@@ -117,7 +128,8 @@ def _unknown_env(env_id: str) -> UnknownEnvError:
     return UnknownEnvError(
         f"unknown env id {env_id!r}{_did_you_mean(env_id, ids + prefixes)} "
         f"(`agentic-rl envs` lists the {len(ids)} registered ids and the families "
-        f"{', '.join(f.pattern for f in _FAMILIES) or 'none'})"
+        f"{', '.join(f.pattern for f in _FAMILIES) or 'none'}; an env of your own: "
+        "module:Class, or an entry point of the group agentic_rl.envs)"
     )
 
 
@@ -256,5 +268,20 @@ def get_spec(env_id: str) -> EnvSpec:
 
 
 def registered() -> list[EnvSpec]:
-    """All registered env specs, sorted by id."""
+    """All registered env specs, sorted by id (installed entry points not included:
+    :func:`plugins`)."""
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def plugins() -> list[EnvSpec | tuple[str, str]]:
+    """The installed entry points of :data:`~agentic_rl.envs.user_envs.ENTRY_POINT_GROUP` not
+    shadowed by a registered id, sorted: their spec, or ``(id, why it does not load)``."""
+    out: list[EnvSpec | tuple[str, str]] = []
+    for env_id, path in sorted(entry_point_ids().items()):
+        if env_id in _REGISTRY:
+            continue
+        try:
+            out.append(EnvSpec(env_id, *load_factory(path)))
+        except UnknownEnvError as exc:
+            out.append((env_id, str(exc)))
+    return out
