@@ -9,7 +9,8 @@ against any OpenAI-compatible endpoint::
 Train it with RL (docs/agents.md): the trainer calls :func:`run` with each task and a rollout's
 base URL, records every call's tokens and trains on the reward it returns::
 
-    agentic-rl train --agent examples.calculator_agent:run
+    agentic-rl train --agent examples.calculator_agent:run          # reward: the outcome
+    agentic-rl train --agent examples.calculator_agent:run_shaped   # + process and cost terms
 
 Its system prompt and tool schema are those of agentic-rl's ``calculator-v0`` env, so the
 trainer's warm-up (the env oracle's demonstrations) teaches the call format this agent's
@@ -104,12 +105,21 @@ def run_tool(name: str, arguments: str) -> str:
     return calculate(expression)
 
 
-async def solve(client: AsyncOpenAI, question: str, model: str = "policy") -> str:
-    """The tool loop: ask, run the tool calls, ask again; returns the final reply's text."""
+async def solve(
+    client: AsyncOpenAI, question: str, model: str = "policy", stats: dict | None = None
+) -> str:
+    """The tool loop: ask, run the tool calls, ask again; returns the final reply's text.
+
+    ``stats``, when given, collects ``calls`` (tool calls run), ``computed`` (the numeric results
+    of calls whose expression was not a bare number) and ``tokens`` (completion tokens).
+    """
+    stats = {} if stats is None else stats
+    stats.update(calls=0, computed=[], tokens=0)
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
     reply = ""
     for _ in range(MAX_CALLS):
         response = await client.chat.completions.create(model=model, messages=messages, tools=TOOLS)
+        stats["tokens"] += response.usage.completion_tokens if response.usage else 0
         message = response.choices[0].message
         reply = message.content or ""
         if not message.tool_calls:
@@ -117,27 +127,75 @@ async def solve(client: AsyncOpenAI, question: str, model: str = "policy") -> st
         messages.append(message.model_dump(exclude_none=True))
         for call in message.tool_calls:
             result = run_tool(call.function.name, call.function.arguments)
+            stats["calls"] += 1
+            _note_computed(stats, call.function.arguments, result)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
     return reply
 
 
+def _number(text: str) -> Fraction | None:
+    try:
+        return Fraction(text.strip().replace(",", ""))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _note_computed(stats: dict, arguments: str, result: str) -> None:
+    """Record a call's result when it computed something (not a bare number, no error)."""
+    try:
+        expression = json.loads(arguments or "{}").get("expression", "")
+    except (ValueError, AttributeError):
+        return
+    value = _number(result)
+    if value is not None and isinstance(expression, str) and _number(expression) is None:
+        stats["computed"].append(value)
+
+
+def _answer(reply: str) -> Fraction | None:
+    """The number of the reply's single ``<answer>`` tag (None: no tag, several, or no number)."""
+    tags = re.findall(r"<answer>(.*?)</answer>", reply, flags=re.S)
+    return _number(tags[0]) if len(tags) == 1 else None
+
+
 def grade(reply: str, expected: float) -> float:
     """1.0 when the reply holds exactly one ``<answer>`` tag whose number equals ``expected``."""
-    tags = re.findall(r"<answer>(.*?)</answer>", reply, flags=re.S)
-    if len(tags) != 1:
-        return 0.0
-    text = tags[0].strip().replace(",", "")
-    try:
-        return 1.0 if Fraction(text) == Fraction(str(expected)) else 0.0
-    except (ValueError, ZeroDivisionError):
-        return 0.0
+    answer = _answer(reply)
+    return 1.0 if answer is not None and answer == Fraction(str(expected)) else 0.0
 
 
 async def run(task: dict, base_url: str) -> float:
-    """The trainer's entry point: solve ``task["prompt"]`` through ``base_url``, return the reward."""
+    """The trainer's entry point: solve ``task["prompt"]`` through ``base_url``, return the reward
+    (the outcome: 1.0 for a right answer, else 0.0)."""
     async with AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0) as client:
         reply = await solve(client, task["prompt"])
     return grade(reply, task["info"]["expected"])
+
+
+async def run_shaped(task: dict, base_url: str) -> dict:
+    """As :func:`run`, reporting the outcome with process and cost components, each in its
+    group (the same terms as ``calculator-v0``'s rubric: the share of calls that computed
+    something, an answer grounded in a computed result, 0.02 per call, 0.0005 per token)."""
+    stats: dict = {}
+    async with AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0) as client:
+        reply = await solve(client, task["prompt"], stats=stats)
+    correct = grade(reply, task["info"]["expected"])
+    answer = _answer(reply)
+    grounded = answer is not None and (correct or answer in stats["computed"])
+    return {
+        "components": {
+            "correct_answer": correct,
+            "computed_calls": len(stats["computed"]) / stats["calls"] if stats["calls"] else 0.0,
+            "grounded_answer": float(grounded),
+            "tool_calls": 0.02 * stats["calls"],
+            "generated_tokens": 0.0005 * stats["tokens"],
+        },
+        "groups": {
+            "computed_calls": "process",
+            "grounded_answer": "process",
+            "tool_calls": "cost",
+            "generated_tokens": "cost",
+        },
+    }
 
 
 def main() -> None:

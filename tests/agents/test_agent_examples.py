@@ -59,3 +59,13 @@ def test_the_openai_agents_sdk_agent_runs_end_to_end(chat, task):
     assert not t.failed and t.reward == 1.0 and not runner.counts
     assert [len(turn.action.tool_calls) for turn in t.turns] == [1, 0]
     assert t.turns[0].tool_results[0].content == "4416" and t.segment_starts == (0,)
+
+
+def test_the_shaped_reward_reports_the_env_rubric_terms(chat, task):
+    t, _ = _run(chat, "examples.calculator_agent:run_shaped", task)
+    c = t.reward_components
+    assert c["correct_answer"] == c["computed_calls"] == c["grounded_answer"] == 1.0
+    tokens = t.num_generated_tokens  # the agent counted them from the responses' usage
+    assert c["tool_calls"] == 0.02 and c["generated_tokens"] == pytest.approx(0.0005 * tokens)
+    # R = 1·1 + 0.1·(1 + 1) − (0.02 + 0.0005·tokens), the [reward] defaults
+    assert t.reward == pytest.approx(1 + 0.2 - 0.02 - 0.0005 * tokens)
