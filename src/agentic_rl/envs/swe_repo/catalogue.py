@@ -1,8 +1,11 @@
 """The validated bugs of ``swe-repo-v0``: built once in the sandbox, shipped as JSON, re-verifiable.
 
 A bug is kept only when the repository's pristine suite passes (twice, so no test is flaky)
-and the mutated one fails at least one and at most :data:`MAX_FAILING` tests, with no
-collection error and within the time limit (SWE-smith's validation: the "fail to pass" tests
+and the mutated one fails at least one and at most :data:`MAX_FAILING` tests, the same ones in
+two runs, with no
+collection error, none in a file whose test ids differ between machines
+(:attr:`RepoSpec.unstable <agentic_rl.envs.swe_repo.repos.RepoSpec.unstable>`), and within the
+time limit (SWE-smith's validation: the "fail to pass" tests
 are those the bug breaks; every other test must still pass after a fix). Sites are drawn in a
 seeded order that alternates the kinds, with at most two bugs per function. The file holds the
 mutation (lines before and after, :class:`~agentic_rl.envs.swe_repo.mutations.Mutation`), not
@@ -268,6 +271,9 @@ def build_repo(
             failing = _judge(run, baseline, spec)
             if failing is None:
                 continue
+            again = runner.run({path: apply_mutation(texts[path], mutation)}, limit)
+            if _judge(again, baseline, spec) != failing:
+                continue  # the bug's failures depend on chance (e.g. a random cache's choices)
             messages = {t: run.tests[t][1][:1500] for t in failing[:_MESSAGES]}
             bugs.append(
                 Bug(f"{spec.name}-{len(bugs):03d}", spec.name, path, mutation, failing, messages)
