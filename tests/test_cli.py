@@ -123,9 +123,9 @@ def test_a_broken_pipe_that_is_not_stdout_stays_an_error(monkeypatch, capsys):
     def broken(_args):
         raise BrokenPipeError("a child's pipe")
 
-    monkeypatch.setattr(cli_main, "_cmd_envs", broken)
+    monkeypatch.setattr(cli_main, "_cmd_check_env", broken)
     with pytest.raises(BrokenPipeError):
-        cli_main.main(["envs"])
+        cli_main.main(["check-env", "calculator-v0"])
 
 
 def test_config_errors_create_no_run_directory(results):

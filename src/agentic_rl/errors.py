@@ -15,7 +15,19 @@ class ConfigError(AgenticRLError):
 
 
 class UnknownEnvError(AgenticRLError, KeyError):
-    """An environment id is not registered (the message lists the registered ids)."""
+    """An environment id is not registered (the message names the closest ids and where the
+    list is).
+
+    Args:
+        message: the error's text.
+        reason: why an id of a family's form is not one of its members when that is more than
+            "no such member" (e.g. "search needs a retrieval server"); the registry keeps it
+            when it rewrites a family's error.
+    """
+
+    def __init__(self, message: str = "", reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message
         return str(self.args[0]) if self.args else ""

@@ -82,7 +82,7 @@ def test_settings_pass_through_and_are_validated():
 
 
 def test_unknown_task_or_version_is_a_clear_unknown_env_error():
-    with pytest.raises(UnknownEnvError, match=r"'no_such_task' is not one.*tasks: ab, acre"):
+    with pytest.raises(UnknownEnvError, match=r"'rg/no_such_task-v0'; did you mean 'rg/.*-v0'"):
         make("rg/no_such_task-v0")
     with pytest.raises(UnknownEnvError, match="version is not v0"):
         make("rg/countdown-v1")

@@ -6,7 +6,7 @@ Tools:
   ``oom_score_adj``, rlimits, working directory, cgroup lines;
 - ``hold_memory(mib)``: allocate and touch ``mib`` MiB, keep it, answer ``"held"``;
 - ``hold_in_children(children, mib)``: fork ``children`` processes that each touch ``mib`` MiB
-  and sleep; after 3 s answer how many are still alive;
+  and sleep; once each has touched its memory or died, answer how many are still alive;
 - ``spawn(n)``: fork up to ``n`` sleeping children; answer how many forks succeeded;
 - ``fill(mib)``: write 4 MiB files into the working directory up to ``mib`` MiB; answer JSON
   ``{"written", "errno"}``;
@@ -72,17 +72,32 @@ def hold_memory(mib: int) -> str:
 
 @mcp.tool
 def hold_in_children(children: int, mib: int) -> str:
-    """Fork children that each hold mib MiB; say how many live after 3 s."""
+    """Fork children that each hold mib MiB; say how many live once each has either touched
+    its memory (it writes a byte to a pipe) or died (at most 60 s)."""
+    read_end, write_end = os.pipe()
     pids = []
     for _ in range(children):
         pid = os.fork()
         if pid == 0:
-            _touch(mib)
+            os.close(read_end)
+            held = _touch(mib)  # kept: a discarded block is freed at once (no pressure)
+            os.write(write_end, b"t")
             time.sleep(60)
+            del held
             os._exit(0)
         pids.append(pid)
-    time.sleep(3)
-    alive = sum(1 for pid in pids if os.waitpid(pid, os.WNOHANG) == (0, 0))
+    os.close(write_end)
+    os.set_blocking(read_end, False)
+    touched, dead, deadline = 0, set(), time.monotonic() + 60
+    while touched + len(dead) < children and time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:
+            touched += len(os.read(read_end, children))
+        except BlockingIOError:
+            pass
+        dead |= {pid for pid in pids if pid not in dead and os.waitpid(pid, os.WNOHANG) != (0, 0)}
+    os.close(read_end)
+    alive = children - len(dead)
     return str(alive)
 
 

@@ -246,9 +246,9 @@ class NotesCalculatorEnv(CalculatorEnv):
 
     env_id = "notes-calculator-v0"
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.tools.update({"read_notes": read_notes, "delete_files": delete_files})
+    def setup_tools(self, tools, *args, **kwargs):  # the env's tools, before its permissions
+        extra = {"read_notes": read_notes, "delete_files": delete_files}
+        super().setup_tools({**tools, **extra}, *args, **kwargs)
 
 
 def _call(name, **arguments):

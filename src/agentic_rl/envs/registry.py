@@ -127,9 +127,8 @@ def _unknown_env(env_id: str) -> UnknownEnvError:
     prefixes = [f.prefix for f in _FAMILIES]
     return UnknownEnvError(
         f"unknown env id {env_id!r}{_did_you_mean(env_id, ids + prefixes)} "
-        f"(`agentic-rl envs` lists the {len(ids)} registered ids and the families "
-        f"{', '.join(f.pattern for f in _FAMILIES) or 'none'}; an env of your own: "
-        "module:Class, or an entry point of the group agentic_rl.envs)"
+        f"(`agentic-rl envs` lists the {len(ids)} ids and {len(prefixes)} id families; an env "
+        "of your own: module:Class or an agentic_rl.envs entry point)"
     )
 
 
@@ -144,9 +143,11 @@ def _unknown_member(env_id: str, family: EnvFamily, error: UnknownEnvError) -> U
         return error
     placeholder = re.compile(r"<[^>]+>")
     ids = [placeholder.sub(m, family.pattern, count=1) for m in members]
+    why = f": {error.reason}" if error.reason else ""
     return UnknownEnvError(
-        f"unknown env id {env_id!r}{_did_you_mean(env_id, ids)} (ids of this family look like "
-        f"{family.pattern}; `agentic-rl envs` lists its {len(ids)} members)"
+        f"unknown env id {env_id!r}{why}{_did_you_mean(env_id, ids)} (ids of this family look "
+        f"like {family.pattern}; `agentic-rl envs` lists its {len(ids)} members)",
+        error.reason,
     )
 
 

@@ -327,7 +327,8 @@ def resolve_skyrl_id(env_id: str) -> tuple[Callable[..., Env], str]:
         why = f" ({name} {_UNSUPPORTED[name]})" if name in _UNSUPPORTED else ""
         raise UnknownEnvError(
             f"unknown env id {env_id!r}{why}: ids of this family look like {SKYRL_PATTERN} with "
-            f"a supported SkyRL env; supported: {', '.join(skyrl_env_names())}"
+            f"a supported SkyRL env; supported: {', '.join(skyrl_env_names())}",
+            f"{name} {_UNSUPPORTED[name]}" if name in _UNSUPPORTED else None,
         )
     _require_skyrl()
 

@@ -415,7 +415,8 @@ def resolve_rg_id(env_id: str) -> tuple[Callable[..., Env], str] | None:
         raise UnknownEnvError(
             f"unknown env id {env_id!r}: ids of this family look like {RG_PATTERN} with a "
             f"reasoning-gym task ({task!r} is not one, or the version is not v0); tasks: "
-            f"{', '.join(names)}"
+            f"{', '.join(names)}",
+            "the version is not v0" if match is not None and match.group(1) in names else None,
         )
     task = match.group(1)
 
