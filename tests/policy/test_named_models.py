@@ -189,3 +189,40 @@ def test_gemma3_270m_resolves_to_a_gemma3_checkpoint_with_its_template_and_gener
     assert chat.decode(out[0, len(ids) :].tolist()).startswith(" Friday")
     prompt = chat.render_prompt([Message("user", "Hi")])
     assert prompt == "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
+
+
+def test_a_two_step_rl_run_in_gemma3_270m_s_format(tmp_path):
+    """The trainer on a tiny random Gemma 3 with gemma3-270m's tokenizer and supplied template:
+    the system prompt folded by the template itself (Gemma 2's, in the per-family smoke run, has
+    no system role), tool_code demonstrations, RL steps."""
+    import math
+
+    from agentic_rl.config import load_config
+    from agentic_rl.trainer.recipe import train
+    from agentic_rl.trainer.run_dir import MetricsLog
+    from agentic_rl.trajectories import TrajectoryStore
+    from tests.recipe_settings import TWO_STEP_SMOKE
+    from tests.tiny_models import save_random_family_model
+
+    model = save_random_family_model(_gemma3_tokenizer(), tmp_path / "model", "gemma")
+    config = load_config(
+        None,
+        [
+            f"model.path='{model}'",
+            *TWO_STEP_SMOKE,
+            "rollout.max_new_tokens=24",
+            "optim.skip_zero_advantage=false",  # random weights: no informative group
+            f"output_dir='{tmp_path / 'runs'}'",
+        ],
+    )
+    run_dir = train(config)
+    rows = MetricsLog(run_dir / "metrics.jsonl").rows()
+    assert [r["rl_step"] for r in rows if r["phase"] == "rl"] == [1, 2]
+    assert all(math.isfinite(r["train/loss"]) for r in rows if "train/loss" in r)
+    demos = list(TrajectoryStore(run_dir / "trajectories").read_trajectories(phase="warmup"))
+    assert demos and all(t.reward_components["correct_answer"] == 1.0 for t in demos)
+    for demo in demos:
+        assert demo.messages[2].content.startswith("```tool_code\ncalculator(expression=")
+        assert [c.name for c in demo.turns[0].action.tool_calls] == ["calculator"]
+        assert demo.turns[0].token_ids[0] == 2  # <bos>, once, from the template
+        assert demo.turns[0].token_ids.count(2) == 1
