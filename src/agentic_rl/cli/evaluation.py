@@ -20,6 +20,7 @@ def run_evaluation(
 
     ``k == 1``: one greedy episode per task (the training recipe's held-out evaluation).
     ``k > 1``: ``k`` sampled episodes per task at ``rollout.temperature``, for unbiased pass@k.
+    An env of a mixture config (``[[env.mix]]``) runs with its entry's kwargs and budgets.
 
     Returns:
         ``(report, trajectories)`` with the report of
@@ -41,6 +42,13 @@ def run_evaluation(
 
     # the training recipe's eval kwargs (minus its audit log) when evaluating the config's env
     kwargs = {**permission_kwargs(config), **config.env.kwargs} if env_id == config.env.id else {}
+    rollout = config.rollout
+    entry = next((e for e in config.env.mix if e.id == env_id), None)
+    if entry is not None:  # one env of a mixture config: its kwargs and budgets
+        from agentic_rl.trainer.mixture import env_slots, slot_base_kwargs
+
+        slot = next(s for s in env_slots(config) if s.id == env_id)
+        kwargs, rollout = slot_base_kwargs(config, slot), slot.rollout
     started = time.perf_counter()
     trajectories = []
     chunk_size = config.model.max_batch  # more episodes than decode together only cost KV memory
@@ -49,7 +57,7 @@ def run_evaluation(
         envs = [make(env_id, **kwargs) for _ in chunk]
         rubric = envs[0].rubric(config.reward)
         batch = run_episodes(
-            policy, chat, envs, chunk, [f"eval-{s}" for s in chunk], config.rollout, greedy=k == 1
+            policy, chat, envs, chunk, [f"eval-{s}" for s in chunk], rollout, greedy=k == 1
         )
         trajectories.extend(rubric.apply_batch(batch))
         for env in envs:
@@ -69,6 +77,9 @@ def cmd_eval(args) -> int:
     from agentic_rl.envs import make
 
     config = load_config(args.config, args.set)
+    if config.env.mix and not args.env:
+        ids = ", ".join(e.id for e in config.env.mix)
+        raise AgenticRLError(f"the config trains a mixture ({ids}): choose its env with --env ID")
     env_id = args.env or config.env.id
     make(env_id).close()  # unknown id: one error line before the model loads
     if args.k < 1 or (args.episodes is not None and args.episodes < 1):

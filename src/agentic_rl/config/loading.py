@@ -42,6 +42,12 @@ from agentic_rl.config.bounds import (
 )
 from agentic_rl.config.env_recipe import fill_env_recipe
 from agentic_rl.config.migration import MOVED_KEYS, migrate_keys, moved_keys
+from agentic_rl.config.mixture import (
+    MixEntry,
+    check_mix_exclusive,
+    fill_mix_recipes,
+    mix_rollout,
+)
 from agentic_rl.config.rules import check_rules, positive, text
 from agentic_rl.config.sections import (
     EnvConfig,
@@ -52,7 +58,7 @@ from agentic_rl.config.sections import (
     TrackingConfig,
     WarmupConfig,
 )
-from agentic_rl.errors import ConfigError
+from agentic_rl.errors import ConfigError, UnknownEnvError
 from agentic_rl.rewards.rubric import RewardWeights
 from agentic_rl.rollout.engine import RolloutConfig
 
@@ -104,6 +110,8 @@ class TrainConfig:
         check_rules(self, "")
         check_off_policy(self)
         check_rollouts_per_round(self)
+        for i, entry in enumerate(self.env.mix):  # each env's budgets fit together
+            mix_rollout(self.rollout, entry, i, _FOREIGN_RULES)
 
 
 #: ranges of ``[rollout]`` and ``[reward]`` (:class:`~agentic_rl.rollout.engine.RolloutConfig`
@@ -194,6 +202,12 @@ def _build(cls: type, data: dict[str, Any], prefix: str, source: str) -> Any:
         hint = hints[key]
         if dataclasses.is_dataclass(hint):
             values[key] = _build(hint, value, f"{prefix}{key}.", source)
+        elif typing.get_args(hint)[:1] == (MixEntry,):  # [[env.mix]]: an array of tables
+            if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+                raise ConfigError(f"{source}: key '{prefix}{key}' must be an array of tables")
+            values[key] = tuple(
+                _build(MixEntry, v, f"{prefix}{key}[{i}].", source) for i, v in enumerate(value)
+            )
         else:
             values[key] = _check_value(f"{prefix}{key}", hint, value, source)
     try:
@@ -270,6 +284,17 @@ def load_config(
         old, new = moved[0]
         raise ConfigError(f"{source}: {old} moved to {new}")
     if not migrate:  # a saved run's config.toml holds every key already
+        single = check_mix_exclusive(data)
+        if single:
+            raise ConfigError(
+                f"{source}: key '{single}' is set beside env.mix: a mixture's envs are its "
+                "[[env.mix]] entries (set id, kwargs and warmup_kwargs in each; --env cannot "
+                "be combined with a mixture)"
+            )
+        try:
+            fill_mix_recipes(data)  # each [[env.mix]] entry: its env's recipe defaults
+        except UnknownEnvError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
         fill_env_recipe(data)  # env.id from the file or --set: the env's own recipe defaults
     return _build(TrainConfig, migrate_keys(data) if migrate else data, "", source)
 
@@ -286,5 +311,9 @@ def load_run_config(path: str | Path) -> TrainConfig:
 
 
 def save_config(config: TrainConfig, path: Path) -> None:
-    """Write the resolved config as TOML."""
-    path.write_text(tomli_w.dumps(config_to_dict(config)))
+    """Write the resolved config as TOML (a mixture's without ``env.id``, ``env.kwargs`` and
+    ``warmup.env_kwargs``, which it does not use: the file loads again as a config)."""
+    data = config_to_dict(config)
+    if config.env.mix:
+        del data["env"]["id"], data["env"]["kwargs"], data["warmup"]["env_kwargs"]
+    path.write_text(tomli_w.dumps(data))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentic_rl.config import bounds
+from agentic_rl.config.mixture import MixEntry, check_mix_entries
 from agentic_rl.config.rules import (
     check_device_name,
     check_rules,
@@ -99,17 +100,33 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """``[env]``: the training environment.
+    """``[env]``: the training environment, or a mixture of several.
 
     Attributes:
         id: registered env id.
         kwargs: constructor arguments of the env (e.g. ``levels``).
         train_seed_start: first seed of training tasks (step s uses the next tasks_per_step).
+        mix: ``[[env.mix]]`` entries: a mixture run trains on these envs instead of ``id``
+            (:mod:`agentic_rl.config.mixture`, :mod:`agentic_rl.trainer.mixture`); empty = one env.
+        reward_norm: per-env reward scaling of a mixture before credit assignment: ``none`` or
+            ``std`` (each env's rewards divided by its running std + ``reward_norm_eps``; exactly
+            what it does and when it matters: :mod:`agentic_rl.trainer.mixture`).
+        reward_norm_decay: decay d of the running moments per RL step (0 = this step's rollouts
+            only, 1 = all so far).
+        reward_norm_eps: ε added to the running std, in reward units.
     """
 
     id: str = "calculator-v0"
     kwargs: dict[str, Any] = field(default_factory=dict)
     train_seed_start: int = 0
+    mix: tuple[MixEntry, ...] = ()
+    reward_norm: str = one_of("none", "none", "std")
+    reward_norm_decay: float = unit_interval(0.8)
+    reward_norm_eps: float = positive(0.1)
+
+    def __post_init__(self) -> None:
+        check_rules(self, "env")
+        check_mix_entries(self.mix, self.reward_norm)
 
 
 @dataclass(frozen=True)

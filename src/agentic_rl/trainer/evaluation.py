@@ -71,12 +71,14 @@ def evaluate(
     *,
     batch_size: int = 128,
     make_env: Callable[..., Env] = make,
+    group_prefix: str = "eval",
 ) -> tuple[dict[str, float], list[Trajectory]]:
     """Greedy rollouts on ``seeds``, scored with the env's rubric.
 
     ``make_env(env_id, **env_kwargs)`` builds each episode's env: :func:`agentic_rl.envs.make`
     (in this process) or ``EnvWorkerPool.make`` (in Ray env workers,
-    :mod:`agentic_rl.rollout.env_workers`).
+    :mod:`agentic_rl.rollout.env_workers`). Each episode's group id is
+    ``<group_prefix>-<seed>``.
 
     Returns:
         ``(metrics, trajectories)`` with metrics from :func:`summarize` under ``eval/``.
@@ -87,7 +89,7 @@ def evaluate(
         envs = [make_env(env_id, **env_kwargs) for _ in chunk]
         rubric = envs[0].rubric(weights)
         batch = run_episodes(
-            policy, chat, envs, chunk, [f"eval-{s}" for s in chunk], rollout, greedy=True
+            policy, chat, envs, chunk, [f"{group_prefix}-{s}" for s in chunk], rollout, greedy=True
         )
         trajectories.extend(rubric.apply_batch(batch))
         for env in envs:

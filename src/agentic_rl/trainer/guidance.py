@@ -38,7 +38,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from agentic_rl.policy.scripted import ScriptedPolicy
-from agentic_rl.rollout import run_episodes
+from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.trainer.evaluation import is_success
 from agentic_rl.trainer.mismatch_correction import old_policy_logprobs
 from agentic_rl.trainer.run import Run, env_kwargs, loss_settings
@@ -96,26 +96,49 @@ def restamp_logprobs(trajectory: Trajectory, logprobs: Sequence[float]) -> Traje
 
 
 def oracle_episodes(
-    run: Run, seeds: Sequence[int], group_ids: Sequence[str], kwargs: dict
+    run: Run,
+    seeds: Sequence[int],
+    group_ids: Sequence[str],
+    kwargs: dict,
+    *,
+    env_id: str | None = None,
+    rollout: RolloutConfig | None = None,
 ) -> list[Trajectory]:
     """The env oracle's scored episodes, one per seed, through the normal token-in/token-out
     path (:meth:`Env.oracle_reply` as a scripted policy); ``kwargs`` are the env's constructor
-    arguments. Used for the warm-up's demonstrations and for guidance. No seeds gives []."""
+    arguments. Used for the warm-up's demonstrations and for guidance. No seeds gives [].
+
+    Args:
+        env_id, rollout: the env and its budgets (a mixture's env); None = ``env.id`` and
+            ``[rollout]``.
+    """
     cfg = run.config
-    envs = [run.scale.make_env(cfg.env.id, **kwargs) for _ in seeds]
+    envs = [run.scale.make_env(env_id or cfg.env.id, **kwargs) for _ in seeds]
     if not envs:
         return []
     try:
         oracle = ScriptedPolicy(run.chat, lambda i, _context: envs[i].oracle_reply() or "")
-        episodes = run_episodes(oracle, run.chat, envs, list(seeds), list(group_ids), cfg.rollout)
+        episodes = run_episodes(
+            oracle, run.chat, envs, list(seeds), list(group_ids), rollout or cfg.rollout
+        )
         return envs[0].rubric(cfg.reward).apply_batch(episodes)
     finally:
         for env in envs:
             env.close()
 
 
-def guide_round(run: Run, trajectories: list[Trajectory]) -> list[Trajectory]:
+def guide_round(
+    run: Run,
+    trajectories: list[Trajectory],
+    *,
+    env_id: str | None = None,
+    kwargs: dict | None = None,
+    rollout: RolloutConfig | None = None,
+) -> list[Trajectory]:
     """The scored rollouts of one sampling round, with off-policy guidance applied.
+
+    ``env_id``, ``kwargs``, ``rollout``: the env of ``trajectories``, its constructor arguments
+    and budgets when it is one env of a mixture (its oracle guides them); None = the run's env.
 
     Returns ``trajectories`` unchanged when ``sampling.guidance`` is off; otherwise the same
     list where, in each of the first ``sampling.guidance_groups`` all-failed groups whose
@@ -131,7 +154,9 @@ def guide_round(run: Run, trajectories: list[Trajectory]) -> list[Trajectory]:
     if not targets:
         return trajectories
     members = {g: [t for t in trajectories if t.group_id == g] for g in targets}
-    demos = oracle_episodes(run, [members[g][0].seed for g in targets], targets, env_kwargs(run))
+    seeds = [members[g][0].seed for g in targets]
+    kwargs = env_kwargs(run) if kwargs is None else kwargs
+    demos = oracle_episodes(run, seeds, targets, kwargs, env_id=env_id, rollout=rollout)
     demos = [d for d in demos if not d.failed and is_success(d)]
     if not demos:
         return trajectories

@@ -40,6 +40,16 @@ from agentic_rl.trainer.async_rollouts import AsyncRollouts, InlineRollouts, rol
 from agentic_rl.trainer.checkpoint import latest_checkpoint
 from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
 from agentic_rl.trainer.guidance import is_guided, oracle_episodes
+from agentic_rl.trainer.mixture import env_slots, is_mixture
+from agentic_rl.trainer.mixture_steps import (
+    mixture_demonstrations,
+    mixture_eval,
+    mixture_summary,
+    record_kwargs,
+    rollout_summary,
+    store_mixture,
+    successful_demos,
+)
 from agentic_rl.trainer.optim import make_optimizer
 from agentic_rl.trainer.outputs import export_model, write_summary
 from agentic_rl.trainer.ranks import Ranks
@@ -52,7 +62,6 @@ from agentic_rl.trainer.run import (
     make_critic,
     make_task_pool,
     permission_kwargs,
-    replay_kwargs,
     setup,
     store,
     validate,
@@ -93,13 +102,13 @@ def _no_progress(phase: str, done: int, total: int, message: str) -> None:
     pass
 
 
-def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, Any]:
-    """Greedy evaluation on the held-out seeds; logs and returns the eval row."""
+def _held_out(run: Run) -> list[Trajectory]:
+    """The held-out episodes, greedy: the run's env on ``eval.size`` seeds, or each env of a
+    mixture on its own (:func:`~agentic_rl.trainer.mixture_steps.mixture_eval`); rank 0 gets
+    every rank's share, other ranks []."""
     cfg = run.config
-    if run.agent is not None:  # [agent]: the held-out tasks run through the agent, greedily
-        return agent_eval(run, tag, rl_step, progress)
-    progress("eval", 0, 1, f"evaluating ({tag}) on {cfg.eval.size} held-out tasks")
-    started = time.perf_counter()
+    if is_mixture(cfg):
+        return mixture_eval(run)
     ranks, seeds = run.ranks, range(cfg.eval.seed_start, cfg.eval.seed_start + cfg.eval.size)
     # chunks of max_batch episodes: the KV of more episodes than decode together is memory, not speed
     _, trajectories = evaluate(
@@ -115,31 +124,47 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
     )
     run.policy.clear_cache()
     # each rank evaluated its share of the seeds; rank 0 reports them all
-    trajectories = ranks.gather_to_main(trajectories)
-    if not ranks.is_main:
+    return ranks.gather_to_main(trajectories)
+
+
+def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, Any]:
+    """Greedy evaluation on the held-out seeds; logs and returns the eval row (a mixture's:
+    pooled and per env, ``eval/<env id>/success``)."""
+    cfg = run.config
+    if run.agent is not None:  # [agent]: the held-out tasks run through the agent, greedily
+        return agent_eval(run, tag, rl_step, progress)
+    slots = env_slots(cfg)
+    size = sum(s.eval_size for s in slots) if slots else cfg.eval.size
+    progress("eval", 0, 1, f"evaluating ({tag}) on {size} held-out tasks")
+    started = time.perf_counter()
+    trajectories = _held_out(run)
+    if not run.ranks.is_main:
         return {}
-    metrics = summarize(trajectories, "eval")
+    metrics = (
+        mixture_summary(slots, trajectories, "eval") if slots else summarize(trajectories, "eval")
+    )
     seconds = time.perf_counter() - started
     row = {"phase": "eval", "tag": tag, "rl_step": rl_step, "step": rl_step, **metrics}
     row["perf/eval_seconds"] = seconds
     run.metrics.write(row)
-    store(
-        run,
-        trajectories,
-        phase="eval",
-        tag=tag,
-        rl_step=rl_step,
-        step=rl_step,
-        policy_version=rl_step,
-    )
+    where = {"phase": "eval", "tag": tag, "rl_step": rl_step, "step": rl_step}
+    if slots:
+        store_mixture(run, trajectories, **where, policy_version=rl_step)
+    else:
+        store(run, trajectories, **where, policy_version=rl_step)
     run.evals.append(row)
-    progress("eval", 1, 1, f"{tag}: success {metrics['eval/success']:.0%}")
+    per_env = ", ".join(f"{s.id} {metrics.get(f'eval/{s.id}/success', 0.0):.0%}" for s in slots)
+    detail = f" ({per_env})" if per_env else ""
+    progress("eval", 1, 1, f"{tag}: success {metrics['eval/success']:.0%}{detail}")
     return row
 
 
 def oracle_demonstrations(run: Run) -> list[Trajectory]:
-    """Roll out the env oracle on the warm-up seeds through the normal token-in/token-out path."""
+    """Roll out the env oracle on the warm-up seeds through the normal token-in/token-out path
+    (a mixture: each env's oracle on its own, :func:`~agentic_rl.trainer.mixture_steps.mixture_demonstrations`)."""
     cfg = run.config
+    if is_mixture(cfg):
+        return mixture_demonstrations(run)
     seeds = run.ranks.shard(
         range(cfg.warmup.seed_start, cfg.warmup.seed_start + cfg.warmup.num_demos)
     )
@@ -154,8 +179,11 @@ def warmup(run: Run, progress: Progress) -> None:
     cfg = run.config.warmup
     started = time.perf_counter()
     all_demos = oracle_demonstrations(run)
+    mixture = is_mixture(run.config)
     # a demo cut by the rollout budgets would teach a wrong reply: keep only successful ones
     demos = [d for d in all_demos if not d.failed and is_success(d)]
+    if mixture:  # and in a mixture, every env with demonstrations must have a successful one
+        demos = successful_demos(run, all_demos)
     if not demos:
         raise ConfigError(
             "warm-up: no oracle demonstration succeeds within the rollout budgets "
@@ -167,7 +195,10 @@ def warmup(run: Run, progress: Progress) -> None:
             len(all_demos) - len(demos),
             len(all_demos),
         )
-    store(run, demos, cfg.env_kwargs, phase="warmup", step=0, rl_step=0)
+    if mixture:
+        store_mixture(run, demos, warmup=True, phase="warmup", step=0, rl_step=0)
+    else:
+        store(run, demos, cfg.env_kwargs, phase="warmup", step=0, rl_step=0)
     optimizer = make_optimizer(run, cfg.lr)
     rng = random.Random(run.config.seed)
     total = cfg.epochs * -(-len(demos) // cfg.batch_size)
@@ -244,12 +275,12 @@ def rl_step(
     stats, credit_view = credit_and_update(run, optimizer, ref_model, valid)  # credit + update
     sync_s = run.backend.sync(run.model, step + 1)  # the new weights to the rollout sampler
     elapsed = time.perf_counter() - t0
-    kwargs = replay_kwargs(run)
+    kwargs_of = record_kwargs(run)  # the env kwargs replay needs (each env's in a mixture)
     records = [
         trajectory_to_record(
             t,
             run_id=run.run_dir.name,
-            env_kwargs=kwargs,
+            env_kwargs=kwargs_of(t),
             phase="rl",
             step=step + 1,
             rl_step=step + 1,
@@ -267,7 +298,7 @@ def rl_step(
             "phase": "rl",
             "step": step + 1,
             "rl_step": step + 1,
-            **summarize(own, "rollout"),
+            **rollout_summary(run, own),  # a mixture's: pooled and per env
             **_reward_shares(own, run.config.reward),
             **sampling_metrics(run, batch),
             **stats,

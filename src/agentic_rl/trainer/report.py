@@ -332,7 +332,10 @@ def _reward_section(rl: list[Row]) -> str:
 def _sections(
     run_dir: Path, warmup: list[Row], rl: list[Row], evals: list[Row]
 ) -> list[tuple[str, str]]:
-    """The report's ``(heading, HTML)`` sections, in order."""
+    """The report's ``(heading, HTML)`` sections, in order (a mixture run's per-env sections,
+    :mod:`agentic_rl.trainer.report_mixture`, after the pooled held-out evaluation)."""
+    from agentic_rl.trainer.report_mixture import mixture_sections  # it imports this module
+
     rollouts = (
         "rollout/success",
         "rollout/turns",
@@ -342,6 +345,7 @@ def _sections(
     return [
         ("Summary", _summary_section(run_dir / "summary.json")),
         ("Held-out evaluation", _eval_section(run_dir, evals)),
+        *mixture_sections(run_dir, rl, evals),
         ("RL reward", _reward_section(rl)),
         (
             "Loss",

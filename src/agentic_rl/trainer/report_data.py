@@ -53,13 +53,17 @@ def load_metrics(path: Path) -> list[Row]:
 EvalOutcomes = dict[str, dict[int, tuple[str | None, bool]]]
 
 
-def eval_outcomes(run_dir: Path) -> EvalOutcomes:
+def eval_outcomes(run_dir: Path, env_id: str | None = None) -> EvalOutcomes:
     """Per-task held-out outcomes by eval tag (in evaluation order) from ``RUN_DIR/trajectories/``.
 
     Success is :func:`agentic_rl.trainer.evaluation.is_success` and not ``failed`` (as in
     :func:`~agentic_rl.trainer.evaluation.summarize`); the level is the trajectory info's
     ``level`` (None when absent). A task evaluated twice under one tag (a resumed run) keeps
     its last record. No store gives {}.
+
+    Args:
+        env_id: only this env's records. A mixture run's envs play the same held-out seeds, so
+            its outcomes are read one env at a time (tasks are keyed by seed).
     """
     from agentic_rl.trainer.evaluation import is_success
     from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore, trajectory_from_record
@@ -68,7 +72,8 @@ def eval_outcomes(run_dir: Path) -> EvalOutcomes:
     if not path.is_dir():
         return {}
     outcomes: EvalOutcomes = {}
-    for record in TrajectoryStore(path, read_only=True).read(phase="eval"):
+    where = {"phase": "eval"} if env_id is None else {"phase": "eval", "env_id": env_id}
+    for record in TrajectoryStore(path, read_only=True).read(**where):
         t = trajectory_from_record(record)
         level = t.info.get("level")
         outcomes.setdefault(str(record.get("tag")), {})[t.seed] = (
@@ -86,7 +91,12 @@ def eval_counts(run_dir: Path) -> EvalCounts:
     """Successes and tasks per eval tag, overall (``eval/success``) and per level
     (``eval/success/<level>``): the metric keys of the eval rows. From :func:`eval_outcomes`;
     when ``config.toml`` has ``eval.size``, the entry ``"*": {"eval/success": (-1, size)}`` gives
-    the overall n of any tag missing from the store (its successes come from the row's rate)."""
+    the overall n of any tag missing from the store (its successes come from the row's rate).
+    A mixture run (:func:`mixture_env_ids`) has each env's ``eval/<env id>/success`` and
+    ``eval/<env id>/success/<level>`` instead of levels, and the pooled ``eval/success``."""
+    envs = mixture_env_ids(run_dir)
+    if envs:
+        return _mixture_counts(run_dir, envs)
     counts: EvalCounts = {}
     for tag, tasks in eval_outcomes(run_dir).items():
         cells = counts.setdefault(
@@ -98,6 +108,36 @@ def eval_counts(run_dir: Path) -> EvalCounts:
     size = _eval_size(run_dir / "config.toml")
     if size:
         counts.setdefault("*", {"eval/success": (-1, size)})  # any tag: n only
+    return counts
+
+
+def mixture_env_ids(run_dir: Path) -> list[str]:
+    """The env ids of a mixture run's ``[[env.mix]]`` (from ``config.toml``); [] otherwise."""
+    import tomllib
+
+    try:
+        mix = tomllib.loads((Path(run_dir) / "config.toml").read_text(encoding="utf-8"))
+        mix = mix.get("env", {}).get("mix", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(mix, list):
+        return []
+    return [e["id"] for e in mix if isinstance(e, dict) and isinstance(e.get("id"), str)]
+
+
+def _mixture_counts(run_dir: Path, envs: list[str]) -> EvalCounts:
+    """:func:`eval_counts` of a mixture run: per env and level, and pooled over the envs."""
+    counts: EvalCounts = {}
+    for env in envs:
+        for tag, tasks in eval_outcomes(run_dir, env_id=env).items():
+            cells = counts.setdefault(tag, {})
+            k, n = sum(ok for _, ok in tasks.values()), len(tasks)
+            cells[f"eval/{env}/success"] = (k, n)
+            pk, pn = cells.get("eval/success", (0, 0))
+            cells["eval/success"] = (pk + k, pn + n)
+            for level in {lv for lv, _ in tasks.values() if lv is not None}:
+                items = [ok for lv, ok in tasks.values() if lv == level]
+                cells[f"eval/{env}/success/{level}"] = (sum(items), len(items))
     return counts
 
 

@@ -14,6 +14,8 @@ from agentic_rl.rollout import run_episodes
 from agentic_rl.trainer.backends import GenerationWorkersBackend
 from agentic_rl.trainer.evaluation import is_success
 from agentic_rl.trainer.guidance import guide_round, is_guided
+from agentic_rl.trainer.mixture import MixturePool
+from agentic_rl.trainer.mixture_steps import mixture_round
 from agentic_rl.trainer.run import Run, env_kwargs
 from agentic_rl.trainer.sampling import TRAIN_SEED_SPAN, SampledBatch, sample_with_refill
 from agentic_rl.types import Trajectory
@@ -26,12 +28,8 @@ def _rollout_round(
 ) -> list[Trajectory]:
     """Sample and score G rollouts of each task of one round (envs closed afterwards)."""
     cfg = run.config
-    ranks = run.ranks
     seeds = [s for s in task_seeds for _ in range(cfg.algorithm.group_size)]
-    # per-episode sampling seeds: the same step samples the same tokens after a resume (one per rank)
-    sample_seed = (
-        (cfg.seed * 1_000_003 + step) * ranks.world_size + ranks.rank + round_index * 1_000_000_007
-    )
+    sample_seed = _sample_seed(run, step, round_index)
     if isinstance(run.backend, GenerationWorkersBackend) and seeds:
         return guide_round(run, _remote_round(run, step, seeds, sample_seed))
     envs = [run.scale.make_env(cfg.env.id, **env_kwargs(run)) for _ in seeds]
@@ -61,6 +59,15 @@ def _rollout_round(
             env.close()
     # sampling.guidance (on by default): the oracle's episode in all-failed groups
     return guide_round(run, scored)
+
+
+def _sample_seed(run: Run, step: int, round_index: int) -> int:
+    """The sampling seed of one round (each episode has its own stream of it): the same step
+    samples the same tokens after a resume; one per rank."""
+    cfg, ranks = run.config, run.ranks
+    return (
+        (cfg.seed * 1_000_003 + step) * ranks.world_size + ranks.rank + round_index * 1_000_000_007
+    )
 
 
 def _remote_round(run: Run, step: int, seeds: list[int], sample_seed: int) -> list[Trajectory]:
@@ -109,19 +116,26 @@ def groups_needed(run: Run) -> int:
 
 def sample_step(run: Run, step: int) -> SampledBatch:
     """The scored rollouts of RL step ``step`` on this rank (dynamic sampling with refill when
-    on); the task pool (if any) learns each level's success rate from them."""
+    on); the task pool (if any) learns each level's success rate from them. A mixture run
+    (``[[env.mix]]``) draws (env, seed) tasks from its :class:`MixturePool`, each group one env's
+    (:func:`~agentic_rl.trainer.mixture_steps.mixture_round`)."""
     alg, sampling = run.config.algorithm, run.config.sampling
+    mixture = run.task_pool if isinstance(run.task_pool, MixturePool) else None
     needed = groups_needed(run)
     per_round = (
         (sampling.rollout_tasks or alg.tasks_per_step)
         if sampling.dynamic_sampling
         else alg.tasks_per_step
     )
-    if sampling.task_sampling != "sequential":  # under torchrun: this rank's share of each round
+    if sampling.task_sampling != "sequential" or mixture:  # torchrun: this rank's share
         per_round = len(run.ranks.shard(list(range(per_round))))
-    drawn: list[int] = []
+    drawn: list = []  # the step's task seeds so far (a mixture's: MixTasks)
 
     def one_round(r: int) -> list[Trajectory]:
+        if mixture is not None:
+            tasks = mixture.draw(per_round, drawn)
+            drawn.extend(tasks)
+            return mixture_round(run, step, tasks, _sample_seed(run, step, r))
         seeds = _task_seeds(run, step, r, per_round, drawn)
         drawn.extend(seeds)
         return _rollout_round(run, step, r, seeds)
@@ -143,8 +157,9 @@ def sample_step(run: Run, step: int) -> SampledBatch:
 
 def sampling_metrics(run: Run, batch: SampledBatch) -> dict[str, float]:
     """``rollout/*`` counts of the step's sampling (groups sampled, informative, trained, short;
-    with async training the rollouts dropped as stale) and, with difficulty sampling,
-    ``pool/accept/<level>`` acceptance rates."""
+    with async training the rollouts dropped as stale), with difficulty sampling
+    ``pool/accept/<level>`` acceptance rates (a mixture's: ``pool/accept/<env id>/<level>``), and
+    in a mixture each env's ``rollout/<env id>/groups_trained``."""
     trained = len({t.group_id for t in batch.train})
     out = {
         "rollout/groups_sampled": batch.groups_sampled,
@@ -161,6 +176,10 @@ def sampling_metrics(run: Run, batch: SampledBatch) -> dict[str, float]:
     if run.agent is not None:  # [agent]: rollouts excluded by kind (timeouts, agent errors)
         out.update(run.agent.metrics(batch))
     pool = run.task_pool
+    if isinstance(pool, MixturePool):  # each env's share of the trained groups
+        for slot in pool.slots:
+            mine = {t.group_id for t in batch.train if t.env_id == slot.id}
+            out[f"rollout/{slot.id}/groups_trained"] = len(mine)
     if pool is not None and run.config.sampling.task_sampling == "difficulty":
         out.update({f"pool/accept/{lv}": pool.acceptance(lv) for lv in sorted(pool.counts)})
     return out

@@ -71,7 +71,8 @@ class Run:
         evals: the eval rows so far. timings: seconds per phase (``summary.json``).
         critic: PPO's critic (:class:`~agentic_rl.trainer.critic.Critic`); None for critic-free
             methods.
-        task_pool: where RL task seeds come from; None for ``task_sampling = "sequential"``.
+        task_pool: where RL task seeds come from; None for ``task_sampling = "sequential"``; a
+            mixture run's :class:`~agentic_rl.trainer.mixture.MixturePool` (always set).
         backend: what samples the RL rollouts (``rollout.backend``,
             :mod:`agentic_rl.trainer.backends`); None = the local ``policy``.
         placement: the resolved device and precision (:mod:`agentic_rl.policy.device`).
@@ -93,7 +94,7 @@ class Run:
     evals: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     critic: Critic | None = None
-    task_pool: TaskPool | None = None
+    task_pool: Any = None  # TaskPool | MixturePool | None
     backend: RolloutBackend | None = None
     placement: Placement = field(default_factory=lambda: Placement(torch.device("cpu")))
     agent: Any = None
@@ -117,7 +118,8 @@ def validate(config: TrainConfig) -> Path:
     Raises:
         UnknownEnvError: ``env.id`` is not registered.
         ConfigError: the env rejects ``env.kwargs``, ``warmup.env_kwargs`` or
-            ``[tools.permissions]`` (e.g. a rule for a tool it does not have), or one of its MCP
+            ``[tools.permissions]`` (e.g. a rule for a tool it does not have; in a mixture each
+            ``env.mix`` entry's env and kwargs are checked alike), or one of its MCP
             servers cannot start; ``[scale]`` names an unreachable Ray cluster (see
             :func:`~agentic_rl.trainer.scale.check_scale`); a
             server rollout backend or async training under torchrun; ``model.device`` names a
@@ -132,7 +134,12 @@ def validate(config: TrainConfig) -> Path:
             sandbox_limits.require_whole_limits_from_now_on()
         except SandboxUnavailableError as exc:
             raise ConfigError(f"tools.require_whole_sandbox_limits = true, but {exc}") from None
-    _check_env_kwargs(config)
+    if config.env.mix:  # each env of a mixture with its kwargs and its warm-up's
+        from agentic_rl.trainer.mixture import check_slots
+
+        check_slots(config)
+    else:
+        _check_env_kwargs(config)
     if config.algorithm.name not in ALGORITHMS:
         raise ConfigError(
             f"algorithm.name: unknown algorithm {config.algorithm.name!r}; "
@@ -286,10 +293,15 @@ def store(
     )
 
 
-def make_task_pool(run: Run) -> TaskPool | None:
-    """The run's task pool (None for ``task_sampling = "sequential"``); a candidate's level is read
-    from a fresh env's reset info (``info["level"]``); an env without levels is probed once."""
+def make_task_pool(run: Run) -> Any:
+    """The run's task pool: a :class:`TaskPool`, None for ``task_sampling = "sequential"``, a
+    mixture's :class:`~agentic_rl.trainer.mixture.MixturePool`; a candidate's level is read from a
+    fresh env's reset info (``info["level"]``); an env without levels is probed once."""
     cfg = run.config
+    if cfg.env.mix:  # a mixture draws (env, seed) tasks: agentic_rl.trainer.mixture
+        from agentic_rl.trainer.mixture import make_mixture_pool
+
+        return make_mixture_pool(run)
     if cfg.sampling.task_sampling == "sequential":
         return None
     # an env whose reset info has no "level" is one level: probed once, then never again

@@ -60,8 +60,10 @@ def start_line(config: Any, run_dir: Path, *, resumed: bool = False, device: str
         run_dir: its run directory. resumed: the run continues from a checkpoint.
         device: where the model runs, in words (empty: not said).
     """
+    mix = getattr(config.env, "mix", ())
+    envs = " + ".join(e.id for e in mix) if mix else config.env.id  # a mixture's envs
     line = (
-        f"{'resuming' if resumed else 'training'} {run_dir.name} on {config.env.id} "
+        f"{'resuming' if resumed else 'training'} {run_dir.name} on {envs} "
         f"with model {config.model.path}{f' on {device}' if device else ''} in {run_dir}"
     )
     if not resumed and run_dir.name != config.name:

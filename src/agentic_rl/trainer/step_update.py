@@ -20,6 +20,7 @@ import torch
 from agentic_rl.config import TrainConfig
 from agentic_rl.trainer.credit import assign_credit, turn_means
 from agentic_rl.trainer.mismatch_correction import correction_on, old_policy_logprobs
+from agentic_rl.trainer.mixture_steps import scale_rewards
 from agentic_rl.trainer.run import Run, loss_settings
 from agentic_rl.trainer.update import policy_gradient_update
 from agentic_rl.types import Trajectory
@@ -53,6 +54,9 @@ def credit_and_update(
 ) -> tuple[dict[str, float], dict[int, dict[str, Any]]]:
     """Credit assignment (``algorithm.name``) and the policy update on a step's valid trajectories.
 
+    With ``env.reward_norm = "std"`` (a mixture) credit is assigned on copies whose rewards are
+    scaled per env (:mod:`agentic_rl.trainer.mixture`); the update and records use ``valid``.
+
     The update is ``ppo_epochs`` passes over ``minibatches`` minibatches of whole groups, one
     optimizer step each; advantages are assigned once, over the whole batch. Later epochs reuse
     the first pass's advantages (and the critic's values as V_old). With the mismatch correction
@@ -66,7 +70,9 @@ def credit_and_update(
         untrained tokens).
     """
     cfg, ranks, critic = run.config, run.ranks, run.critic
-    credit = assign_credit(valid, cfg.algorithm)
+    # env.reward_norm: credit sees each mixture env's rewards over its running std (else as is)
+    scaled, norm_stats = scale_rewards(run, valid)
+    credit = assign_credit(scaled, cfg.algorithm)
     # with a critic every trajectory trains (its advantages come from the update's GAE)
     keep = [
         i for i in range(len(valid)) if critic is not None or _trains(credit.advantages[i], cfg)
@@ -111,7 +117,11 @@ def credit_and_update(
             if first:
                 used.update(zip(mb, result.advantages))
                 values.update(zip(mb, result.values or []))
-    stats: dict[str, float] = {"train/trajectories": float(kept), **_mean_stats(rows)}
+    stats: dict[str, float] = {
+        "train/trajectories": float(kept),
+        **_mean_stats(rows),
+        **norm_stats,
+    }
     if rows:
         stats["train/optimizer_steps"] = float(len(rows))
     return stats, _credit_view(valid, credit, used, cfg.loss.kl_mode)
