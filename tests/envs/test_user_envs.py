@@ -100,5 +100,5 @@ def test_an_entry_point_gives_a_short_id(tmp_path, monkeypatch):
 
 
 def test_unknown_ids_point_at_the_ways_to_bring_an_env():
-    with pytest.raises(UnknownEnvError, match=r"module:Class, or an entry point"):
+    with pytest.raises(UnknownEnvError, match=r"module:Class or an agentic_rl.envs entry point"):
         make("no-such-env-v0")
