@@ -3,8 +3,8 @@
 A group whose G rollouts all fail has zero group-relative advantage: it teaches nothing, and
 dynamic sampling drops it. On tasks the policy never solves at its sampling temperature this is
 an exploration wall, not a credit-assignment problem (measured on calculator-v0's
-parenthesised and three-number tasks, README). Off-policy guidance (LUFFY, Yan et al. 2025,
-"Learning to Reason under Off-Policy Guidance", arXiv:2504.14945) mixes an off-policy
+parenthesised and three-number tasks, docs/training_runs.md). Off-policy guidance (LUFFY, Yan et
+al. 2025, "Learning to Reason under Off-Policy Guidance", arXiv:2504.14945) mixes an off-policy
 successful trajectory into such a group, so the group-relative advantage pushes the policy
 toward it and away from its own failures.
 
