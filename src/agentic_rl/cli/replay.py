@@ -83,14 +83,17 @@ def replay_record(run_dir: Path, record: dict[str, Any], rescore_it: bool) -> di
     from agentic_rl.trajectories.replay import replay, rescore
 
     traj = trajectory_from_record(record)
+    head = {
+        "trajectory_id": traj.trajectory_id,
+        "env_id": traj.env_id,
+        "seed": traj.seed,
+        "phase": record.get("phase"),
+        "step": record.get("step"),
+        "turns": len(traj.turns),
+    }
     if traj.env_id.startswith("agent:"):  # [agent] runs: the environment is the agent program
         return {
-            "trajectory_id": traj.trajectory_id,
-            "env_id": traj.env_id,
-            "seed": traj.seed,
-            "phase": record.get("phase"),
-            "step": record.get("step"),
-            "turns": len(traj.turns),
+            **head,
             "turns_replayed": 0,
             "first_divergent_turn": None,
             "divergences": [],
@@ -101,12 +104,7 @@ def replay_record(run_dir: Path, record: dict[str, Any], rescore_it: bool) -> di
     try:
         result = replay(traj, env)
         out: dict[str, Any] = {
-            "trajectory_id": traj.trajectory_id,
-            "env_id": traj.env_id,
-            "seed": traj.seed,
-            "phase": record.get("phase"),
-            "step": record.get("step"),
-            "turns": len(traj.turns),
+            **head,
             "turns_replayed": result.turns_replayed,
             "first_divergent_turn": result.first_divergent_turn,
             "divergences": [d.__dict__ for d in result.divergences],
