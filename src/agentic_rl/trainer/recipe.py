@@ -181,9 +181,11 @@ def warmup(run: Run, progress: Progress) -> None:
     all_demos = oracle_demonstrations(run)
     mixture = is_mixture(run.config)
     # a demo cut by the rollout budgets would teach a wrong reply: keep only successful ones
-    demos = [d for d in all_demos if not d.failed and is_success(d)]
-    if mixture:  # and in a mixture, every env with demonstrations must have a successful one
+    # (in a mixture every env with demonstrations must keep one: successful_demos says which not)
+    if mixture:
         demos = successful_demos(run, all_demos)
+    else:
+        demos = [d for d in all_demos if not d.failed and is_success(d)]
     if not demos:
         raise ConfigError(
             "warm-up: no oracle demonstration succeeds within the rollout budgets "
