@@ -30,7 +30,7 @@ def run_side(k: int, steps: int, overrides: list[str], out: Path) -> dict[str, f
     """Train ``steps`` RL steps with ``max_off_policy_steps = k``; its step-time figures."""
     from agentic_rl.config import load_config
     from agentic_rl.trainer.recipe import train
-    from agentic_rl.trainer.run_dir import MetricsLog
+    from agentic_rl.trainer.records.run_dir import MetricsLog
 
     config = load_config(
         None,

@@ -25,7 +25,7 @@ from agentic_rl.policy.chat import ChatFormat
 from agentic_rl.policy.fast import FastPolicy
 from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
 from agentic_rl.rollout import run_episodes
-from agentic_rl.trainer.scoring import forward_context, pack, score
+from agentic_rl.trainer.learning.scoring import forward_context, pack, score
 
 
 def mismatch_rows(model, chat, episodes: int, seed: int) -> list[dict]:

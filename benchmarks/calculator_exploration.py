@@ -33,10 +33,10 @@ from pathlib import Path
 from agentic_rl.config import load_config
 from agentic_rl.envs.calculator.tasks import make_task
 from agentic_rl.rollout import run_episodes
-from agentic_rl.trainer.evaluation import is_success
+from agentic_rl.trainer.evaluation.held_out import is_success
+from agentic_rl.trainer.parallel.scale_out import scale_out
 from agentic_rl.trainer.recipe import warmup
 from agentic_rl.trainer.run import env_kwargs, setup
-from agentic_rl.trainer.scale import scale_out
 
 
 def task_kind(seed: int) -> str:

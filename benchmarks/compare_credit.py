@@ -47,7 +47,7 @@ def warm_start(base: list[str], env_dir: Path, progress) -> tuple[Path, dict[str
     warm-up's eval row (the common starting point of the curves)."""
     from agentic_rl.config import load_config, save_config
     from agentic_rl.trainer.recipe import run_eval, setup, warmup
-    from agentic_rl.trainer.run_dir import new_run_dir
+    from agentic_rl.trainer.records.run_dir import new_run_dir
 
     config = load_config(None, [*base, "name='warmup'"])
     run_dir = new_run_dir(config.output_dir, config.name)

@@ -35,7 +35,7 @@ from agentic_rl.policy.chat import ChatFormat
 from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
-from agentic_rl.trainer.evaluation import evaluate, summarize
+from agentic_rl.trainer.evaluation.held_out import evaluate, summarize
 from agentic_rl.types import Trajectory
 
 ENV_IDS = [

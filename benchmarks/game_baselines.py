@@ -34,7 +34,7 @@ from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rewards import RewardWeights
 from agentic_rl.rollout import RolloutConfig, run_episodes
-from agentic_rl.trainer.evaluation import evaluate
+from agentic_rl.trainer.evaluation.held_out import evaluate
 
 GAME_IDS = [
     "frozenlake-v0",

@@ -153,12 +153,12 @@ def rl_steps(model_dir: Path, device: str, steps: int, dry_run: bool, work: Path
         t0 = time.perf_counter()
         warmup(run, lambda *a: None)
         warmup_s = time.perf_counter() - t0
-        run.backend.sync(run.model, 0)
+        run.state.backend.sync(run.model, 0)
         before = [p.detach().clone() for p in list(run.model.parameters())[:3]]
         rows = [rl_step(run, step, optimizer, None) for step in range(steps)]
         moved = any(not torch.equal(b, p) for b, p in zip(before, run.model.parameters()))
     finally:
-        run.backend.close()
+        run.state.backend.close()
     trained = [r for r in rows if "train/loss" in r]
     if not trained or not moved:
         raise RuntimeError("no RL step trained (no informative group, or the weights did not move)")
@@ -196,8 +196,8 @@ def checkpoint_round_trip(model_dir: Path, device: str, work: Path) -> dict:
 
     from agentic_rl.config import load_config
     from agentic_rl.policy.device import placement_of
-    from agentic_rl.trainer.checkpoint import TrainerState, save_checkpoint
-    from agentic_rl.trainer.model_setup import model_from_checkpoint, trainable_model
+    from agentic_rl.trainer.records.checkpoint import TrainerState, save_checkpoint
+    from agentic_rl.trainer.records.model_setup import model_from_checkpoint, trainable_model
 
     cfg = load_config(None, [f"model.path='{model_dir}'", f"model.device='{device}'"]).model
     model = trainable_model(model_dir, cfg, placement_of(cfg))
@@ -342,7 +342,7 @@ def _model_dir(args, work: Path, shape: str, device) -> Path:
 def _trainer_model(model_dir: Path, device: str):
     from agentic_rl.config import load_config
     from agentic_rl.policy.device import placement_of
-    from agentic_rl.trainer.model_setup import trainable_model
+    from agentic_rl.trainer.records.model_setup import trainable_model
 
     cfg = load_config(None, [f"model.path='{model_dir}'", f"model.device='{device}'"]).model
     return trainable_model(model_dir, cfg, placement_of(cfg))

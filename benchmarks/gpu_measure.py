@@ -155,7 +155,7 @@ def logprob_agreement(model, rows: int, prompt_len: int, new_tokens: int) -> dic
     in bf16-mixed and in fp32: mean |Δ logprob| and k3 KL(sampler ‖ trainer) per token."""
     from agentic_rl.policy.base import GenerationRequest, SamplingParams
     from agentic_rl.policy.fast import FastPolicy
-    from agentic_rl.trainer.scoring import forward_context, pack, score
+    from agentic_rl.trainer.learning.scoring import forward_context, pack, score
     from agentic_rl.types import StopReason, Trajectory
 
     device = next(model.parameters()).device
@@ -222,7 +222,7 @@ def _batch(vocab: int, count: int, length: int, trained: int):
 def update_throughput(
     model, count: int, length: int, trained: int, micro_batch: int, peak_tflops: float
 ) -> dict[str, float]:
-    """One policy-gradient update (:func:`~agentic_rl.trainer.update.policy_gradient_update`,
+    """One policy-gradient update (:func:`~agentic_rl.trainer.learning.update.policy_gradient_update`,
     bf16-mixed, fused AdamW) against the plain peer on the same rows: ``model(input_ids)``
     under bf16 autocast (full-vocabulary logits), a cross-entropy loss, backward, fused AdamW.
 
@@ -231,7 +231,11 @@ def update_throughput(
         ``ratio`` (update / plain), ``update_mfu`` and ``plain_mfu`` (6·N·tokens plus attention
         FLOPs over time, against the matmul rate measured in this run), ``peak_mem_GB``.
     """
-    from agentic_rl.trainer.update import LossSettings, micro_batches, policy_gradient_update
+    from agentic_rl.trainer.learning.update import (
+        LossSettings,
+        micro_batches,
+        policy_gradient_update,
+    )
 
     device = next(model.parameters()).device
     trajs = _batch(model.config.vocab_size, count, length, trained)

@@ -294,7 +294,7 @@ def run_agentic(
     model: str = "default",
 ) -> dict:
     """agentic-rl side: the recipe's set-up (:func:`~agentic_rl.trainer.recipe.setup` and
-    :func:`~agentic_rl.trainer.recipe.prepare_rl`: optimizer, critic, task pool), warm-up (tools
+    :func:`~agentic_rl.trainer.recipe.prepare_rl`: the optimizer; critic and task pool come with setup), warm-up (tools
     mode) and ``rl_step``."""
     from agentic_rl.config import TrainConfig, load_config
     from agentic_rl.trainer.recipe import prepare_rl, rl_step, setup, warmup

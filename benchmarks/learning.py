@@ -10,14 +10,14 @@ Two modes:
 
 For each run it reads the held-out evaluations from the trajectory store (``RUN/trajectories``,
 records with ``phase="eval"``, one per held-out task and eval tag, read by
-:func:`agentic_rl.trainer.report.eval_outcomes`: success is ``is_success`` and not failed, the
+:func:`agentic_rl.trainer.records.report.eval_outcomes`: success is ``is_success`` and not failed, the
 level is the trajectory info's ``level``) and ``metrics.jsonl`` (``phase="rl"`` rows for the step timings). Per run:
 warm-up and final success with 95 % Wilson intervals (overall and per level), the lift
 (final − warm-up, in points) with a paired bootstrap 95 % interval over tasks (the same
 held-out seeds before and after; 10,000 resamples, seeded), wall time, and the median
 ``perf/rollout_time_s`` and ``perf/update_time_s`` of the RL steps. Across runs: the mean lift
 with a pooled paired bootstrap interval (tasks resampled within each run, the runs' lifts
-averaged). Statistics: :mod:`agentic_rl.trainer.stats`.
+averaged). Statistics: :mod:`agentic_rl.trainer.evaluation.intervals`.
 
 Writes ``--out/learning.json`` (every figure), ``--out/learning.png`` (held-out success with
 Wilson intervals at every eval point, one line per run) and prints a markdown table for the
@@ -43,13 +43,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentic_rl.trainer.report import eval_outcomes, load_metrics
-from agentic_rl.trainer.stats import (
+from agentic_rl.trainer.evaluation.intervals import (
     DEFAULT_RESAMPLES,
     paired_bootstrap,
     pooled_paired_bootstrap,
     wilson_interval,
 )
+from agentic_rl.trainer.records.report import eval_outcomes, load_metrics
 
 
 def _rate(items: Sequence[bool]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Analyses finished run directories (nothing is trained here): one mixture run (``[[env.mix]]``)
 and, per env of the mixture, one single-env run of that env. For each env it reads both runs'
 held-out evaluations from their trajectory stores (records with ``phase="eval"``, the mixture's
-filtered by ``env_id``: :func:`agentic_rl.trainer.report_data.eval_outcomes`) and prints:
+filtered by ``env_id``: :func:`agentic_rl.trainer.records.report_data.eval_outcomes`) and prints:
 
 * warm-up and final success of each run with 95 % Wilson intervals;
 * each run's lift (final − warm-up, points) with a paired bootstrap 95 % interval over the
@@ -15,7 +15,7 @@ filtered by ``env_id``: :func:`agentic_rl.trainer.report_data.eval_outcomes`) an
   RL groups trained (``rollout/<env>/groups_trained`` of the mixture's RL rows, the single run's
   ``rollout/groups_trained``), and each run's wall time.
 
-Statistics: :mod:`agentic_rl.trainer.stats` (10,000 resamples, seeded). Writes ``--out`` as JSON
+Statistics: :mod:`agentic_rl.trainer.evaluation.intervals` (10,000 resamples, seeded). Writes ``--out`` as JSON
 (every figure) when given and prints a markdown table.
 
 Usage::
@@ -32,8 +32,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentic_rl.trainer.report_data import eval_outcomes, load_metrics, mixture_env_ids
-from agentic_rl.trainer.stats import DEFAULT_RESAMPLES, paired_bootstrap, wilson_interval
+from agentic_rl.trainer.evaluation.intervals import (
+    DEFAULT_RESAMPLES,
+    paired_bootstrap,
+    wilson_interval,
+)
+from agentic_rl.trainer.records.report_data import eval_outcomes, load_metrics, mixture_env_ids
 from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore
 
 Outcomes = dict[int, tuple[str | None, bool]]

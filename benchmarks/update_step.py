@@ -8,7 +8,7 @@ path, with synthetic old logprobs and advantages), then times on the default mod
 * ``plain``: what a straightforward trainer does: ``model(input_ids, attention_mask)`` over the
   padded batch (full ``[B, T, V]`` logits), log-softmax, gather, the PPO-clip loss, backward,
   AdamW; micro-batches of the same rows;
-* ``agentic-rl``: :func:`agentic_rl.trainer.update.policy_gradient_update` (shared prompt prefix
+* ``agentic-rl``: :func:`agentic_rl.trainer.learning.update.policy_gradient_update` (shared prompt prefix
   encoded once, LM head only at trained positions, logprobs chunked, fused AdamW);
 * ``agentic-rl LoRA``: the same with LoRA adapters (rank 16, all linear layers; no weight
   gradients of the frozen base, only of the adapters).
@@ -43,8 +43,8 @@ from agentic_rl.policy.chat import ChatFormat
 from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import RolloutConfig, run_episodes
-from agentic_rl.trainer.model_setup import with_lora
-from agentic_rl.trainer.update import LossSettings, micro_batches, policy_gradient_update
+from agentic_rl.trainer.learning.update import LossSettings, micro_batches, policy_gradient_update
+from agentic_rl.trainer.records.model_setup import with_lora
 from agentic_rl.types import Trajectory
 
 

@@ -60,7 +60,7 @@ def model_rows(model: str, seeds: range, browser: str) -> list[dict[str, float]]
     from agentic_rl.policy.chat import ChatFormat
     from agentic_rl.policy.fast import make_policy
     from agentic_rl.policy.model_loading import load_model, load_tokenizer, resolve_model_dir
-    from agentic_rl.trainer.evaluation import evaluate
+    from agentic_rl.trainer.evaluation.held_out import evaluate
 
     model_dir = resolve_model_dir(model)
     tokenizer = load_tokenizer(model_dir)

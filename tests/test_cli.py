@@ -188,7 +188,7 @@ def test_user_errors_are_raised_before_any_weights_load(
     override, culprit, tmp_path, capsys, monkeypatch
 ):
     """setup() checks the env id/kwargs and resolves the model path before loading anything."""
-    import agentic_rl.trainer.model_setup as model_setup
+    import agentic_rl.trainer.records.model_setup as model_setup
     import agentic_rl.trainer.run as run
 
     def must_not_load(*args, **kwargs):

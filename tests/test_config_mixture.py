@@ -132,7 +132,7 @@ def test_train_env_with_a_mixture_config_is_one_error_line(tmp_path):
 def test_the_shipped_mixture_config_loads():
     from pathlib import Path
 
-    from agentic_rl.trainer.mixture import env_slots
+    from agentic_rl.trainer.sampling.mixture import env_slots
 
     config = load_config(Path(__file__).resolve().parents[1] / "configs" / "mixture.toml")
     slots = env_slots(config)

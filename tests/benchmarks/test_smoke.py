@@ -168,7 +168,7 @@ SMOKE: dict[str, Smoke] = {
         r"mean lift over 1 runs",
     ),
     "mixture_vs_single.py": Smoke(
-        covered_by="tests/trainer/test_mixture.py::test_mixture_vs_single_analysis_runs"
+        covered_by="tests/trainer/sampling/test_mixture.py::test_mixture_vs_single_analysis_runs"
     ),
     "miniwob_baselines.py": Smoke(
         ("--episodes", "1", "--tasks", "click-button", "--max-turns", "2", "--model", "{model}"),

@@ -29,7 +29,7 @@ from agentic_rl.envs.checker import check_env
 from agentic_rl.envs.contract import play_oracle
 from agentic_rl.envs.registry import gymnasium_id, register_family_in_gymnasium
 from agentic_rl.errors import EnvUnavailableError, UnknownEnvError
-from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trainer.records.run_dir import MetricsLog
 from agentic_rl.types import Action
 from tests.recipe_settings import TWO_STEP_SMOKE
 

@@ -275,7 +275,7 @@ def test_train_two_rl_steps(tiny_model_dir, tmp_path):
     from pathlib import Path
 
     from agentic_rl.cli.main import main
-    from agentic_rl.trainer.run_dir import MetricsLog
+    from agentic_rl.trainer.records.run_dir import MetricsLog
     from tests.recipe_settings import TWO_STEP_SMOKE
 
     _make().close()  # skips here when the repositories are not fetched

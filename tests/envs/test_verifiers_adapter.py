@@ -45,7 +45,7 @@ from agentic_rl.envs import make  # noqa: E402
 from agentic_rl.envs.contract import play_oracle  # noqa: E402
 from agentic_rl.envs.registry import gymnasium_id  # noqa: E402
 from agentic_rl.errors import UnknownEnvError  # noqa: E402
-from agentic_rl.trainer.run_dir import MetricsLog  # noqa: E402
+from agentic_rl.trainer.records.run_dir import MetricsLog  # noqa: E402
 from agentic_rl.types import Action  # noqa: E402
 from tests.recipe_settings import TWO_STEP_SMOKE  # noqa: E402
 

@@ -9,7 +9,7 @@ import torch
 from agentic_rl.policy.base import GenerationRequest, SamplingParams
 from agentic_rl.policy.hf import HFPolicy
 from agentic_rl.policy.model_loading import load_model
-from agentic_rl.trainer.scoring import pack, score
+from agentic_rl.trainer.learning.scoring import pack, score
 from agentic_rl.types import StopReason, Trajectory
 
 GREEDY = SamplingParams(greedy=True)

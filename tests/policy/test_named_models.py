@@ -199,7 +199,7 @@ def test_a_two_step_rl_run_in_gemma3_270m_s_format(tmp_path):
 
     from agentic_rl.config import load_config
     from agentic_rl.trainer.recipe import train
-    from agentic_rl.trainer.run_dir import MetricsLog
+    from agentic_rl.trainer.records.run_dir import MetricsLog
     from agentic_rl.trajectories import TrajectoryStore
     from tests.recipe_settings import TWO_STEP_SMOKE
     from tests.tiny_models import save_random_family_model

@@ -16,7 +16,7 @@ from agentic_rl.envs import make  # noqa: E402
 from agentic_rl.policy.openai_compat import OpenAICompatPolicy, make_client, mark_failed_requests  # noqa: E402
 from agentic_rl.rollout import RolloutConfig, run_episodes  # noqa: E402
 from agentic_rl.rollout.chat_completions import run_chat_episodes  # noqa: E402
-from agentic_rl.trainer.scoring import pack, score  # noqa: E402
+from agentic_rl.trainer.learning.scoring import pack, score  # noqa: E402
 from agentic_rl.types import StopReason  # noqa: E402
 from tests.policy.openai_stub_server import StubServer  # noqa: E402
 

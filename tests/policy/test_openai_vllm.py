@@ -50,8 +50,8 @@ from agentic_rl.policy.openai_compat import OpenAICompatPolicy, make_client  # n
 from agentic_rl.policy.vllm_sync import lora_model_name, sync_lora_adapter  # noqa: E402
 from agentic_rl.rollout import RolloutConfig, run_episodes  # noqa: E402
 from agentic_rl.rollout.chat_completions import run_chat_episodes  # noqa: E402
-from agentic_rl.trainer.backends import OpenAIBackend, make_backend  # noqa: E402
-from agentic_rl.trainer.scoring import pack, score  # noqa: E402
+from agentic_rl.trainer.learning.scoring import pack, score  # noqa: E402
+from agentic_rl.trainer.sampling.backends import OpenAIBackend, make_backend  # noqa: E402
 from agentic_rl.types import Message, StopReason  # noqa: E402
 
 TEMPERATURE = 0.7
@@ -183,7 +183,7 @@ def test_lora_adapter_hot_load_matches_the_trainers_lora_model(
     server, chat, hf_model, model_dir, prompt_ids, tmp_path
 ):
     from agentic_rl.policy.model_loading import load_model
-    from agentic_rl.trainer.model_setup import with_lora
+    from agentic_rl.trainer.records.model_setup import with_lora
 
     cfg = load_config(None, ["model.lora=true"]).model  # the recipe's LoRA: rank 16, all linear
     lora = with_lora(load_model(model_dir), cfg).eval()
@@ -236,7 +236,7 @@ def _agentic_rl() -> list[str]:
 
 
 def test_agentic_rl_train_two_steps_through_the_openai_backend(server, model_dir, tmp_path):
-    from agentic_rl.trainer.run_dir import MetricsLog
+    from agentic_rl.trainer.records.run_dir import MetricsLog
     from agentic_rl.trajectories import TrajectoryStore
     from tests.recipe_settings import TWO_RL_STEPS
 

@@ -58,7 +58,7 @@ def test_a_verifier_that_sleeps_forever_fails_its_trajectory_loudly(caplog):
 
 
 def test_the_failure_is_counted_in_the_rollout_metrics():
-    from agentic_rl.trainer.evaluation import summarize
+    from agentic_rl.trainer.evaluation.held_out import summarize
 
     rubric = Rubric(
         [RewardFunction("verifier", OUTCOME, _forever_if_asked)], RewardWeights(timeout_s=0.3)

@@ -95,7 +95,7 @@ def test_bad_env_arguments_are_reported_by_name(pool):
 
 def test_evaluate_builds_its_envs_in_the_workers(pool, chat):
     from agentic_rl.rewards import RewardWeights
-    from agentic_rl.trainer.evaluation import evaluate
+    from agentic_rl.trainer.evaluation.held_out import evaluate
 
     answer_zero = ScriptedPolicy(chat, lambda i, _context: "<answer>0</answer>")
     before = [ray.get(a.num_envs.remote()) for a in pool.actors]

@@ -22,7 +22,7 @@ from agentic_rl.rollout.generation_workers import (  # noqa: E402
     GenerationWorkerPool,
     shard_by_group,
 )
-from agentic_rl.trainer.scoring import pack, score  # noqa: E402
+from agentic_rl.trainer.learning.scoring import pack, score  # noqa: E402
 from agentic_rl.types import StopReason  # noqa: E402
 
 SEEDS = [1, 1, 2, 2, 3, 3, 4, 4]  # 4 groups of 2

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentic_rl.config import load_config
-from agentic_rl.trainer.scale import scale_out
+from agentic_rl.trainer.parallel.scale_out import scale_out
 from tests.net_helpers import descendants, is_loopback, listening
 
 ray = pytest.importorskip("ray", reason="the optional extra 'ray' is not installed")

@@ -220,7 +220,7 @@ def test_tiny_model_both_schedules_segment_each_session_and_agree(model, chat):
 
 
 def test_recorded_logprobs_match_the_trainer_segment_by_segment(model, chat):
-    from agentic_rl.trainer.scoring import pack, score
+    from agentic_rl.trainer.learning.scoring import pack, score
 
     _, fast = _tiny_runs(model, chat, temperature=1.0)
     with torch.no_grad():

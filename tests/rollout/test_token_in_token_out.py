@@ -227,7 +227,7 @@ def test_cut_final_answer_is_not_scored_and_ends_the_episode_truncated(chat):
     )
     assert chat.decode(traj.token_ids[-16:]) == cut.action.text == traj.messages[-1].content
     assert cut.token_ids == traj.token_ids  # nothing appended after the cut (no <|im_end|>)
-    # GAE (as trainer/update.py's _gae calls it): a truncated row bootstraps from V at its end.
+    # GAE (as trainer/learning/update.py's _gae calls it): a truncated row bootstraps from V at its end.
     # gamma = lam = 1, rewards 0, V = 0.5 everywhere: A = 0 + 0.5 - 0.5 = 0 on every step;
     # had the episode counted as terminated, A_last = 0 + 0 - 0.5 = -0.5.
     mask = torch.tensor([traj.loss_mask], dtype=torch.bool)

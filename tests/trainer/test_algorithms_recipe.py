@@ -11,10 +11,10 @@ import math
 import pytest
 
 from agentic_rl.config import load_config
-from agentic_rl.trainer.checkpoint import latest_checkpoint
-from agentic_rl.trainer.credit import ALGORITHMS
+from agentic_rl.trainer.learning.credit import ALGORITHMS
 from agentic_rl.trainer.recipe import train
-from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trainer.records.checkpoint import latest_checkpoint
+from agentic_rl.trainer.records.run_dir import MetricsLog
 from agentic_rl.trajectories import TrajectoryStore
 from tests.recipe_settings import TWO_RL_STEPS
 

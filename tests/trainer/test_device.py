@@ -15,10 +15,10 @@ import torch
 from agentic_rl.config import load_config
 from agentic_rl.errors import ConfigError
 from agentic_rl.policy.device import Placement, resolve_placement
-from agentic_rl.trainer.checkpoint import latest_checkpoint
-from agentic_rl.trainer.model_setup import model_from_checkpoint, trainable_model
 from agentic_rl.trainer.recipe import train, validate
-from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trainer.records.checkpoint import latest_checkpoint
+from agentic_rl.trainer.records.model_setup import model_from_checkpoint, trainable_model
+from agentic_rl.trainer.records.run_dir import MetricsLog
 from tests.recipe_settings import TWO_RL_STEPS
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -138,7 +138,7 @@ def test_rl_steps_train_in_each_precision_on_the_cpu(tiny_model_dir, tmp_path, p
 def test_bf16_mixed_logprobs_agree_with_fp32_to_bf16_precision(tiny_model_dir):
     """The update's forward under bf16 autocast scores stored tokens within bf16 rounding of the
     fp32 forward; the LM head runs in float32 under autocast (its output is float32)."""
-    from agentic_rl.trainer.scoring import forward_context, pack, score
+    from agentic_rl.trainer.learning.scoring import forward_context, pack, score
     from agentic_rl.types import StopReason, Trajectory
 
     model = trainable_model(tiny_model_dir, load_config(None, []).model)

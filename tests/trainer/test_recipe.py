@@ -19,9 +19,9 @@ from safetensors.torch import load_file
 
 from agentic_rl.config import load_config
 from agentic_rl.errors import ConfigError
-from agentic_rl.trainer.checkpoint import latest_checkpoint
 from agentic_rl.trainer.recipe import train
-from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trainer.records.checkpoint import latest_checkpoint
+from agentic_rl.trainer.records.run_dir import MetricsLog
 from agentic_rl.trajectories import TrajectoryStore
 from tests.recipe_settings import SIMPLE_SAMPLING
 
@@ -316,7 +316,7 @@ def test_lora_and_gradient_checkpointing_runs_train_and_export(option, tiny_mode
 def test_scoring_with_gradient_checkpointing_matches_plain_scoring(tiny_model_dir):
     """The shared-prefix path of score() must give the same logprobs with checkpointing on."""
     from agentic_rl.policy.model_loading import load_model
-    from agentic_rl.trainer.scoring import pack, score
+    from agentic_rl.trainer.learning.scoring import pack, score
     from agentic_rl.types import StopReason, Trajectory
 
     prompt = list(range(100, 140))  # a 40-token shared prefix

@@ -15,7 +15,7 @@ from agentic_rl.cli.main import main
 from agentic_rl.config import load_config
 from agentic_rl.errors import ConfigError
 from agentic_rl.trainer.recipe import train, validate
-from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trainer.records.run_dir import MetricsLog
 from agentic_rl.trajectories import TrajectoryStore
 from tests.recipe_settings import TWO_STEP_SMOKE
 

@@ -10,7 +10,7 @@ import pytest
 
 from agentic_rl.cli.main import env_overrides, main
 from agentic_rl.config import load_config
-from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trainer.records.run_dir import MetricsLog
 from tests.recipe_settings import SIMPLE_SAMPLING
 
 SMOKE = [

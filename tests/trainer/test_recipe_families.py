@@ -13,7 +13,7 @@ import pytest
 from agentic_rl.config import load_config
 from agentic_rl.policy.model_loading import cache_dir
 from agentic_rl.trainer.recipe import train
-from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trainer.records.run_dir import MetricsLog
 from agentic_rl.trajectories import TrajectoryStore
 from tests.chat_families import FAMILIES, family_tokenizer, template_kwargs
 from tests.recipe_settings import TWO_STEP_SMOKE

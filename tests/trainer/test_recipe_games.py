@@ -7,7 +7,7 @@ import math
 from agentic_rl.cli.main import env_overrides
 from agentic_rl.config import load_config
 from agentic_rl.trainer.recipe import train
-from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trainer.records.run_dir import MetricsLog
 from tests.recipe_settings import TWO_STEP_SMOKE
 
 

@@ -22,7 +22,7 @@ from agentic_rl.envs import register
 from agentic_rl.envs.calculator.env import CalculatorEnv
 from agentic_rl.envs.registry import _REGISTRY
 from agentic_rl.tools.mcp import mcp_unavailable_reason
-from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trainer.records.run_dir import MetricsLog
 from tests.tools.test_mcp import STARTUP_S, _calls, http_server  # noqa: F401 - a fixture
 from tests.trainer.test_recipe_envs import SMOKE
 

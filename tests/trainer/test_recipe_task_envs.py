@@ -12,7 +12,7 @@ import pytest
 from agentic_rl.cli.main import env_overrides, main
 from agentic_rl.config import load_config
 from agentic_rl.tools.sandbox.bwrap import bwrap_available
-from agentic_rl.trainer.run_dir import MetricsLog
+from agentic_rl.trainer.records.run_dir import MetricsLog
 from tests.markers import BWRAP_SKIP_REASON
 from tests.recipe_settings import TWO_STEP_SMOKE
 

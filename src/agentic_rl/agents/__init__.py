@@ -13,7 +13,7 @@ reported reward scores it. Modules, in data-flow order:
 - :mod:`~agentic_rl.agents.runner`: runs ``agent(task, base_url)`` per rollout, with timeouts;
 - :mod:`~agentic_rl.agents.tasks`: tasks from a list, a dataset or an env's reset.
 
-The trainer's rollout source is :mod:`agentic_rl.trainer.agent_rollouts`; the guide is
+The trainer's rollout source is :mod:`agentic_rl.trainer.sampling.agent_rollouts`; the guide is
 ``docs/agents.md``. FastAPI and uvicorn are the ``serve`` extra.
 """
 

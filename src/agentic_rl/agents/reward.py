@@ -4,7 +4,7 @@ What an agent posts to ``/rollouts/<id>/reward`` (or returns from its function, 
 ``agent.reward`` callback returns) is read by :func:`parse_reward`:
 
 * a number ``r`` (or ``{"reward": r}``): the outcome, so R = λ_o·r, and the rollout counts as a
-  success when r >= 1 (:func:`~agentic_rl.trainer.evaluation.is_success`);
+  success when r >= 1 (:func:`~agentic_rl.trainer.evaluation.held_out.is_success`);
 * ``{"components": {"correct": 1.0, "format": 1.0, "calls": 3}, "groups": {"format":
   "process", "calls": "cost"}}``: named components, each in one of the four groups of the
   rubric (``outcome`` when not named in ``groups``), combined as a

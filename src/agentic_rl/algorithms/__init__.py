@@ -2,7 +2,7 @@
 
 Torch and stdlib only (plus :mod:`agentic_rl.types` in ``trajectory_steps``). ``KL_ESTIMATORS``
 maps the names users type in configs (``loss.kl_estimator``) to functions; the algorithm names
-(``algorithm.name``) and their credit functions live in :mod:`agentic_rl.trainer.credit`.
+(``algorithm.name``) and their credit functions live in :mod:`agentic_rl.trainer.learning.credit`.
 
 Modules: ``advantages`` (GRPO, Dr. GRPO, RLOO: one number per trajectory), ``returns``
 (discounted returns, GAE(λ), REINFORCE++ over tokens or turns), ``turn_credit`` (GiGPO,

@@ -85,7 +85,7 @@ def load_model_spec(spec: str, *, device: str = "cpu"):
 
 
 def _load_checkpoint(path: Path, device: str):
-    from agentic_rl.trainer.model_setup import model_from_checkpoint
+    from agentic_rl.trainer.records.model_setup import model_from_checkpoint
 
     return model_from_checkpoint(path, run_config(path.parent.parent).model, device)
 

@@ -24,14 +24,14 @@ def run_evaluation(
 
     Returns:
         ``(report, trajectories)`` with the report of
-        :func:`~agentic_rl.trainer.eval_metrics.eval_report` plus ``model``, ``env_id``, ``k``.
+        :func:`~agentic_rl.trainer.evaluation.metrics.eval_report` plus ``model``, ``env_id``, ``k``.
     """
     from agentic_rl.envs import make
     from agentic_rl.policy.chat_template import chat_for_model
     from agentic_rl.policy.device import placement_of
     from agentic_rl.policy.fast import make_policy_from_config
     from agentic_rl.rollout import run_episodes
-    from agentic_rl.trainer.eval_metrics import eval_report
+    from agentic_rl.trainer.evaluation.metrics import eval_report
 
     # on the config's device ([model] device: auto = CUDA when there), like the training run
     model, tok = load_model_spec(model_spec, device=placement_of(config.model).device)
@@ -45,7 +45,7 @@ def run_evaluation(
     rollout = config.rollout
     entry = next((e for e in config.env.mix if e.id == env_id), None)
     if entry is not None:  # one env of a mixture config: its kwargs and budgets
-        from agentic_rl.trainer.mixture import env_slots, slot_base_kwargs
+        from agentic_rl.trainer.sampling.mixture import env_slots, slot_base_kwargs
 
         slot = next(s for s in env_slots(config) if s.id == env_id)
         kwargs, rollout = slot_base_kwargs(config, slot), slot.rollout
@@ -100,14 +100,14 @@ def cmd_eval(args) -> int:
 
 
 def _flat(report: dict[str, Any]) -> dict[str, Any]:
-    from agentic_rl.trainer.eval_metrics import compare_reports
+    from agentic_rl.trainer.evaluation.metrics import compare_reports
 
     return {key: b for key, _a, b, _d in compare_reports({}, report)}
 
 
 def _report_of(path: Path) -> dict[str, Any]:
     """An eval report from an ``eval --out`` JSON file, or from a run's final-eval trajectories."""
-    from agentic_rl.trainer.eval_metrics import eval_report
+    from agentic_rl.trainer.evaluation.metrics import eval_report
     from agentic_rl.trajectories import open_run_store
 
     if path.is_file():
@@ -136,7 +136,7 @@ def cmd_compare(args) -> int:
     Raises:
         RunDirError: a path is neither an eval JSON report nor a run with a final evaluation.
     """
-    from agentic_rl.trainer.eval_metrics import compare_reports
+    from agentic_rl.trainer.evaluation.metrics import compare_reports
 
     a, b = Path(args.run_a), Path(args.run_b)
     rows = compare_reports(_report_of(a), _report_of(b))

@@ -2,7 +2,7 @@
 serve-policy``.
 
 Under ``torchrun --nproc-per-node W -m agentic_rl.cli train …`` the W processes train data-parallel
-(:mod:`agentic_rl.trainer.scale`); rank 0 alone prints progress and writes the run directory.
+(:mod:`agentic_rl.trainer.parallel.scale_out`); rank 0 alone prints progress and writes the run directory.
 
 Errors caused by user input (a wrong config key, an unknown env id, a missing model path or
 run directory) print one line ``error: …`` naming the culprit and exit with status 2. A command
@@ -48,7 +48,7 @@ class _RichProgress:
 
     def __init__(self, console, start=None):
         """``start(run_dir) -> str``: the line logged when the run directory exists (phase
-        ``start``, :func:`~agentic_rl.trainer.run_dir.start_line`)."""
+        ``start``, :func:`~agentic_rl.trainer.records.run_dir.start_line`)."""
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -209,7 +209,7 @@ def _cmd_train(args) -> int:
     def start(run_dir: Path) -> str:
         from agentic_rl.cli.common import run_config
         from agentic_rl.policy.device import placement_of
-        from agentic_rl.trainer.run_dir import start_line
+        from agentic_rl.trainer.records.run_dir import start_line
 
         cfg = config or run_config(run_dir)
         device = placement_of(cfg.model).summary_line()

@@ -196,7 +196,7 @@ def _print_replay_summary(summary: dict[str, Any], diverged: list[dict[str, Any]
 def _drift(run_dir: Path, traj, checkpoint: str) -> dict[str, Any]:
     import torch
 
-    from agentic_rl.trainer.scoring import pack, score
+    from agentic_rl.trainer.learning.scoring import pack, score
     from agentic_rl.trajectories.replay import logprob_drift
 
     temperature = (

@@ -3,7 +3,7 @@
 With ``function`` set (``agentic-rl train --agent module:function``) every RL rollout is one run
 of the user's agent function ``agent(task, base_url)`` against the run's policy server
 (:mod:`agentic_rl.agents`), G runs per task form a group, and held-out evaluation runs the agent
-greedily on the held-out tasks (:mod:`agentic_rl.trainer.agent_rollouts`).
+greedily on the held-out tasks (:mod:`agentic_rl.trainer.sampling.agent_rollouts`).
 """
 
 from __future__ import annotations

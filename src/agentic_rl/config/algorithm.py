@@ -35,7 +35,7 @@ class AlgorithmConfig:
 
     Attributes:
         name: credit assignment method: ``grpo`` | ``dr_grpo`` | ``rloo`` | ``reinforce_pp`` |
-            ``ppo`` | ``gigpo`` | ``turn_grpo`` (table in :mod:`agentic_rl.trainer.credit`).
+            ``ppo`` | ``gigpo`` | ``turn_grpo`` (table in :mod:`agentic_rl.trainer.learning.credit`).
         steps: optimizer steps of RL (RL steps; each takes ``optim.minibatches`` ×
             ``optim.ppo_epochs`` optimizer steps).
         tasks_per_step: distinct tasks (groups) per step.
@@ -55,7 +55,7 @@ class AlgorithmConfig:
             of this process: RL stops, even before ``steps``, at the step count whose expected
             total is closest to it (see ``trainer.recipe.budget_reached``); 0 = no time limit.
             For equal wall-clock comparisons of algorithms.
-        max_off_policy_steps: k of async training (:mod:`agentic_rl.trainer.async_rollouts`):
+        max_off_policy_steps: k of async training (:mod:`agentic_rl.trainer.sampling.async_producer`):
             0 = the synchronous loop (each step samples, then trains); k >= 1 = a producer
             samples the rollouts of the next steps while the current one trains, and no
             trajectory whose oldest token is more than k policy versions behind the trainer is
@@ -132,15 +132,15 @@ class SamplingConfig:
         task_sampling: how RL task seeds are drawn: ``sequential`` (seeds ``train_seed_start +
             step × tasks_per_step + j``, the same for every run seed), ``uniform`` (a stream
             seeded by ``seed``) or ``difficulty`` (that stream, accepting levels by the task
-            pool's weights, see :mod:`agentic_rl.trainer.sampling`).
+            pool's weights, see :mod:`agentic_rl.trainer.sampling.task_pool`).
         dynamic_sampling: DAPO's dynamic sampling: drop groups whose rollouts all have the same
             outcome and sample more rounds of tasks until ``algorithm.tasks_per_step``
-            informative groups are found (:mod:`agentic_rl.trainer.sampling`).
+            informative groups are found (:mod:`agentic_rl.trainer.sampling.task_pool`).
         rollout_tasks: tasks sampled per round of dynamic sampling (0 = ``tasks_per_step``).
         max_sample_rounds: cap on rounds of dynamic sampling per step (>= 1).
         guidance: off-policy guidance (LUFFY-style): ``off``, or ``oracle``: a group whose
             rollouts all failed gets the env oracle's successful episode in place of its last
-            rollout (:mod:`agentic_rl.trainer.guidance`).
+            rollout (:mod:`agentic_rl.trainer.sampling.guidance`).
         guidance_groups: most groups per sampling round that get guidance (>= 0).
     """
 
@@ -177,7 +177,7 @@ class LossConfig:
             π_old/μ lies outside [mis_low, mis_high] drop out of the loss. Both 0 = off; with one
             set, 0 for the other means no bound on that side; mis_low <= 1 <= mis_high.
         mis_level: ``token`` (per-token ratio) or ``sequence`` (the sequence's geometric-mean
-            ratio decides for all its tokens). See :mod:`agentic_rl.trainer.mismatch_correction`.
+            ratio decides for all its tokens). See :mod:`agentic_rl.trainer.learning.mismatch_correction`.
     """
 
     clip_eps_low: float = unit_interval(0.2)

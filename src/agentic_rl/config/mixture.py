@@ -14,7 +14,7 @@ A mixture names its envs in ``[[env.mix]]`` entries instead of ``env.id``::
 Each entry (:class:`MixEntry`) carries what differs per env: its constructor arguments, its
 warm-up demonstrations, its held-out evaluation size and its rollout budgets. Every other key
 (``[algorithm]``, ``[optim]``, ``[loss]``, ``[sampling]``, the warm-up's optimiser settings) is
-run-wide. How the trainer uses the entries: :mod:`agentic_rl.trainer.mixture`.
+run-wide. How the trainer uses the entries: :mod:`agentic_rl.trainer.sampling.mixture`.
 
 Recipe defaults. Like ``train --env ID`` (:mod:`agentic_rl.config.env_recipe`), each entry takes
 its env's recipe defaults for the keys it leaves unset (:func:`fill_mix_recipes`, at load):
@@ -74,7 +74,7 @@ class MixEntry:
     Attributes:
         id: the registered env id (one entry per id).
         weight: relative share of the RL tasks (> 0; weights need not sum to 1): each task's env
-            is drawn with probability weight / Σ weights (:mod:`agentic_rl.trainer.mixture`).
+            is drawn with probability weight / Σ weights (:mod:`agentic_rl.trainer.sampling.mixture`).
         kwargs: the env's constructor arguments (the run's ``[tools.permissions]`` is added for
             envs that take ``permissions``, as for ``env.kwargs``).
         warmup_kwargs: constructor arguments of its warm-up demonstrations, over ``kwargs``.

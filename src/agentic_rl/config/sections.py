@@ -107,10 +107,10 @@ class EnvConfig:
         kwargs: constructor arguments of the env (e.g. ``levels``).
         train_seed_start: first seed of training tasks (step s uses the next tasks_per_step).
         mix: ``[[env.mix]]`` entries: a mixture run trains on these envs instead of ``id``
-            (:mod:`agentic_rl.config.mixture`, :mod:`agentic_rl.trainer.mixture`); empty = one env.
+            (:mod:`agentic_rl.config.mixture`, :mod:`agentic_rl.trainer.sampling.mixture`); empty = one env.
         reward_norm: per-env reward scaling of a mixture before credit assignment: ``none`` or
             ``std`` (each env's rewards divided by its running std + ``reward_norm_eps``; exactly
-            what it does and when it matters: :mod:`agentic_rl.trainer.mixture`).
+            what it does and when it matters: :mod:`agentic_rl.trainer.sampling.mixture`).
         reward_norm_decay: decay d of the running moments per RL step (0 = this step's rollouts
             only, 1 = all so far).
         reward_norm_eps: ε added to the running std, in reward units.
@@ -227,7 +227,7 @@ class TrackingConfig:
 class ScaleConfig:
     """``[scale]``: where the run's environments and RL rollouts live (``agentic-rl train
     --num-env-workers N --num-generation-workers M --ray-address ADDR``). Data-parallel
-    training needs no key here: it follows ``torchrun`` (see :mod:`agentic_rl.trainer.scale`
+    training needs no key here: it follows ``torchrun`` (see :mod:`agentic_rl.trainer.parallel.scale_out`
     and ``docs/scale_out.md``).
 
     Attributes:

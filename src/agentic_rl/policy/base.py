@@ -62,7 +62,7 @@ class Generation:
         finished: True if the end-of-turn token was sampled (False: cut by max_new_tokens).
         policy_versions: the policy version that sampled each id (same length as
             ``token_ids``), set by a sampler whose weights change while it decodes (async
-            training, :mod:`agentic_rl.trainer.async_sampler`); empty when not recorded.
+            training, :mod:`agentic_rl.trainer.sampling.async_sampler`); empty when not recorded.
     """
 
     token_ids: tuple[int, ...]

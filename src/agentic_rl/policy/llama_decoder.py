@@ -251,7 +251,7 @@ class SlotLlamaDecoder:
         A change is seen through the autograd version counters of the parameters listed by
         :meth:`refresh_parameters`, which in-place torch ops bump. Kernels that write weights
         without bumping them (torch's fused optimizers) are invisible: the recipe's optimizer
-        bumps them in a step hook (:func:`agentic_rl.trainer.optim.make_optimizer`); other code
+        bumps them in a step hook (:func:`agentic_rl.trainer.learning.optim.make_optimizer`); other code
         that updates weights that way must call ``sync(force=True)``.
         """
         if force:

@@ -175,7 +175,7 @@ def sync_lora_adapter(
     """Hot-load the LoRA adapter in ``adapter_dir`` as model :func:`lora_model_name` (version).
 
     ``adapter_dir`` is what ``peft_model.save_pretrained`` writes (e.g. from
-    :func:`agentic_rl.trainer.weight_sync.publish_weights`); each version needs its own
+    :func:`agentic_rl.trainer.sampling.weight_sync.publish_weights`); each version needs its own
     directory (vLLM does not invalidate prefix-cache blocks of an adapter reloaded from the
     same path). Requests then pass ``model=lora_model_name(version)``.
 

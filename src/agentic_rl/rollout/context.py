@@ -43,7 +43,7 @@ on exactly the prefix it was sampled from) and gives all segments of a trajector
 trajectory's advantage. When ``built.rewritten`` is False and no reset happened, the engine
 keeps appending continuations as before (the builder's output then equals the appended history).
 This is implemented by :mod:`agentic_rl.rollout.engine` (budget: ``RolloutConfig.context_max_tokens``),
-recorded as ``Trajectory.segment_starts`` and scored per segment by :mod:`agentic_rl.trainer.scoring`.
+recorded as ``Trajectory.segment_starts`` and scored per segment by :mod:`agentic_rl.trainer.learning.scoring`.
 
 This module is pure: tokenization and rendering are passed in, so it is testable without a
 tokenizer or torch.

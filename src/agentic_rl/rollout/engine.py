@@ -90,7 +90,7 @@ from agentic_rl.types import (
 
 log = logging.getLogger(__name__)
 
-#: values of ``[rollout] backend`` (built by :func:`agentic_rl.trainer.backends.make_backend`)
+#: values of ``[rollout] backend`` (built by :func:`agentic_rl.trainer.sampling.backends.make_backend`)
 ROLLOUT_BACKENDS = ("local", "vllm", "openai")
 
 
@@ -111,7 +111,7 @@ class RolloutConfig:
             (a segment is then at most ``context_max_tokens + max_new_tokens`` long). 0 = off:
             the context only grows (within ``max_total_tokens``).
         backend: what samples the RL rollouts (the trainer builds it,
-            :mod:`agentic_rl.trainer.backends`): ``local`` (the in-process sampler of
+            :mod:`agentic_rl.trainer.sampling.backends`): ``local`` (the in-process sampler of
             ``model.sampler``), ``vllm`` (a vLLM server the trainer starts, weights synced after
             every RL step) or ``openai`` (any OpenAI-compatible server at ``base_url`` that
             returns token ids; its weights are not synced). Evaluation always samples locally.

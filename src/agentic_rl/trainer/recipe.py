@@ -9,15 +9,15 @@ Phases: (1) greedy evaluation of the base model on held-out seeds; (2) warm-up: 
 fine-tuning on the env oracle's demonstrations, rendered through the same token-in/token-out
 path (loss only on the assistant's tokens); evaluation; checkpoint; (3) RL: each step samples
 ``tasks_per_step`` tasks × ``group_size`` rollouts from the same seed (sampled by
-``rollout.backend``, :mod:`agentic_rl.trainer.backends`), scores them, assigns
-credit with ``algorithm.name`` (group-relative by default; see :mod:`agentic_rl.trainer.credit`
+``rollout.backend``, :mod:`agentic_rl.trainer.sampling.backends`), scores them, assigns
+credit with ``algorithm.name`` (group-relative by default; see :mod:`agentic_rl.trainer.learning.credit`
 for GiGPO, turn-level credit, REINFORCE++ and PPO with a value head) and takes PPO-clip steps
-against the logprobs recorded at sampling (:mod:`agentic_rl.trainer.step_update`), then syncs
+against the logprobs recorded at sampling (:mod:`agentic_rl.trainer.step`), then syncs
 the new weights to the rollout sampler; the per-turn and per-token advantages go into each
 stored RL record as ``record["advantages"] = {"turn": [...], "token": [...]}``; periodic
 evaluation and checkpoints; with ``algorithm.max_off_policy_steps`` = k >= 1 the batches of
 the next steps are sampled by a producer thread while a step trains, at most k policy versions
-old (:mod:`agentic_rl.trainer.async_rollouts`); (4) final evaluation, the final model as a HF
+old (:mod:`agentic_rl.trainer.sampling.async_producer`); (4) final evaluation, the final model as a HF
 directory, ``summary.json`` and ``report.html``. ``resume`` continues from the newest
 checkpoint with the same optimizer, RNG and step.
 """
@@ -33,46 +33,39 @@ from typing import Any
 
 import torch
 
-from agentic_rl.config import TrainConfig, load_run_config, save_config
+from agentic_rl.config import OptimConfig, TrainConfig, load_run_config, save_config
 from agentic_rl.errors import ConfigError
-from agentic_rl.trainer.agent_rollouts import agent_eval, start_agent
-from agentic_rl.trainer.async_rollouts import AsyncRollouts, InlineRollouts, rollout_source
-from agentic_rl.trainer.checkpoint import latest_checkpoint
-from agentic_rl.trainer.evaluation import evaluate, is_success, summarize
-from agentic_rl.trainer.guidance import is_guided, oracle_episodes
-from agentic_rl.trainer.mixture import env_slots, is_mixture
-from agentic_rl.trainer.mixture_steps import (
+from agentic_rl.trainer.evaluation.held_out import evaluate, is_success, summarize
+from agentic_rl.trainer.learning.optim import make_optimizer
+from agentic_rl.trainer.learning.reference import REFERENCE_FILE, reference_model, save_reference
+from agentic_rl.trainer.learning.update import sft_update
+from agentic_rl.trainer.mixture_phases import (
     mixture_demonstrations,
     mixture_eval,
     mixture_summary,
-    record_kwargs,
-    rollout_summary,
     store_mixture,
     successful_demos,
 )
-from agentic_rl.trainer.optim import make_optimizer
-from agentic_rl.trainer.outputs import export_model, write_summary
-from agentic_rl.trainer.ranks import Ranks
-from agentic_rl.trainer.reference import REFERENCE_FILE, reference_model, save_reference
-from agentic_rl.trainer.report import write_report
-from agentic_rl.trainer.rollouts import sampling_metrics
+from agentic_rl.trainer.parallel.ranks import Ranks
+from agentic_rl.trainer.parallel.scale_out import check_scale, launched_world_size, scale_out
+from agentic_rl.trainer.records.checkpoint import latest_checkpoint
+from agentic_rl.trainer.records.outputs import export_model, write_summary
+from agentic_rl.trainer.records.report import write_report
+from agentic_rl.trainer.records.run_checkpoint import resume_run, save_run_checkpoint
+from agentic_rl.trainer.records.run_dir import new_run_dir
 from agentic_rl.trainer.run import (
     Run,
     env_kwargs,
-    make_critic,
-    make_task_pool,
     permission_kwargs,
     setup,
     store,
     validate,
 )
-from agentic_rl.trainer.run_checkpoint import resume_run, save_run_checkpoint
-from agentic_rl.trainer.run_dir import new_run_dir
-from agentic_rl.trainer.scale import check_scale, launched_world_size, scale_out
-from agentic_rl.trainer.step_update import credit_and_update
-from agentic_rl.trainer.update import sft_update
-from agentic_rl.trainer.weight_sync import staleness
-from agentic_rl.trajectories import trajectory_to_record
+from agentic_rl.trainer.sampling.agent_rollouts import agent_eval, start_agent
+from agentic_rl.trainer.sampling.async_producer import rollout_source
+from agentic_rl.trainer.sampling.guidance import oracle_episodes
+from agentic_rl.trainer.sampling.mixture import env_slots, is_mixture
+from agentic_rl.trainer.step import credit_and_update, rl_step
 from agentic_rl.types import Trajectory
 
 __all__ = [
@@ -93,7 +86,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: progress callback: (phase, done, total, message); phase "start" (once, first; the message is
-#: the run directory, for :func:`~agentic_rl.trainer.run_dir.start_line`), "warmup", "resume",
+#: the run directory, for :func:`~agentic_rl.trainer.records.run_dir.start_line`), "warmup", "resume",
 #: "rl" or "eval"
 Progress = Callable[[str, int, int, str], None]
 
@@ -104,7 +97,7 @@ def _no_progress(phase: str, done: int, total: int, message: str) -> None:
 
 def _held_out(run: Run) -> list[Trajectory]:
     """The held-out episodes, greedy: the run's env on ``eval.size`` seeds, or each env of a
-    mixture on its own (:func:`~agentic_rl.trainer.mixture_steps.mixture_eval`); rank 0 gets
+    mixture on its own (:func:`~agentic_rl.trainer.mixture_phases.mixture_eval`); rank 0 gets
     every rank's share, other ranks []."""
     cfg = run.config
     if is_mixture(cfg):
@@ -131,7 +124,7 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
     """Greedy evaluation on the held-out seeds; logs and returns the eval row (a mixture's:
     pooled and per env, ``eval/<env id>/success``)."""
     cfg = run.config
-    if run.agent is not None:  # [agent]: the held-out tasks run through the agent, greedily
+    if run.state.agent is not None:  # [agent]: the held-out tasks run through the agent, greedily
         return agent_eval(run, tag, rl_step, progress)
     slots = env_slots(cfg)
     size = sum(s.eval_size for s in slots) if slots else cfg.eval.size
@@ -152,7 +145,7 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
         store_mixture(run, trajectories, **where, policy_version=rl_step)
     else:
         store(run, trajectories, **where, policy_version=rl_step)
-    run.evals.append(row)
+    run.state.evals.append(row)
     per_env = ", ".join(f"{s.id} {metrics.get(f'eval/{s.id}/success', 0.0):.0%}" for s in slots)
     detail = f" ({per_env})" if per_env else ""
     progress("eval", 1, 1, f"{tag}: success {metrics['eval/success']:.0%}{detail}")
@@ -161,7 +154,7 @@ def run_eval(run: Run, tag: str, rl_step: int, progress: Progress) -> dict[str, 
 
 def oracle_demonstrations(run: Run) -> list[Trajectory]:
     """Roll out the env oracle on the warm-up seeds through the normal token-in/token-out path
-    (a mixture: each env's oracle on its own, :func:`~agentic_rl.trainer.mixture_steps.mixture_demonstrations`)."""
+    (a mixture: each env's oracle on its own, :func:`~agentic_rl.trainer.mixture_phases.mixture_demonstrations`)."""
     cfg = run.config
     if is_mixture(cfg):
         return mixture_demonstrations(run)
@@ -201,7 +194,8 @@ def warmup(run: Run, progress: Progress) -> None:
         store_mixture(run, demos, warmup=True, phase="warmup", step=0, rl_step=0)
     else:
         store(run, demos, cfg.env_kwargs, phase="warmup", step=0, rl_step=0)
-    optimizer = make_optimizer(run, cfg.lr)
+    # the warm-up's AdamW: [warmup] lr, the [optim] defaults otherwise (no decay, clip 1.0)
+    optimizer = make_optimizer(run.model.parameters(), OptimConfig(lr=cfg.lr), run.ranks)
     rng = random.Random(run.config.seed)
     total = cfg.epochs * -(-len(demos) // cfg.batch_size)
     step = 0
@@ -230,90 +224,7 @@ def warmup(run: Run, progress: Progress) -> None:
                 }
             )
             progress("warmup", step, total, f"loss {stats['train/loss']:.3f}")
-    run.timings["warmup_seconds"] = time.perf_counter() - started
-
-
-def _reward_shares(trajectories: list[Trajectory], weights) -> dict[str, float]:
-    """Mean weighted outcome and process contributions to the reward, and the process share."""
-    scored = [t for t in trajectories if not t.failed]
-    if not scored:
-        return {}
-    outcome = sum(weights.outcome * t.reward_components.get("outcome", 0.0) for t in scored) / len(
-        scored
-    )
-    process = sum(weights.process * t.reward_components.get("process", 0.0) for t in scored) / len(
-        scored
-    )
-    total = abs(outcome) + abs(process)
-    return {
-        "rollout/reward_from_outcome": outcome,
-        "rollout/reward_from_process": process,
-        "rollout/process_share": abs(process) / total if total else 0.0,
-    }
-
-
-def rl_step(
-    run: Run,
-    step: int,
-    optimizer: torch.optim.Optimizer,
-    ref_model: Any,
-    rollouts: InlineRollouts | AsyncRollouts | None = None,
-) -> dict[str, Any]:
-    """One RL step: rollouts (G of each task; dynamic sampling with refill when on), rubric,
-    credit assignment, PPO-clip update(s); rank 0 logs and stores the whole step.
-
-    Args:
-        rollouts: where the step's batch comes from (:mod:`agentic_rl.trainer.async_rollouts`);
-            None samples it here (the synchronous loop).
-
-    Returns:
-        the step's metrics row (rank 0's, on every rank: its time budget decides the last step).
-    """
-    t0 = time.perf_counter()
-    source = rollouts or InlineRollouts(run)
-    batch = source.batch(step)  # rollout + reward (k >= 1: sampled ahead by a producer thread)
-    t_rollout = time.perf_counter() - t0
-    valid = [t for t in batch.train if not t.failed]
-    stats, credit_view = credit_and_update(run, optimizer, ref_model, valid)  # credit + update
-    sync_s = run.backend.sync(run.model, step + 1)  # the new weights to the rollout sampler
-    elapsed = time.perf_counter() - t0
-    kwargs_of = record_kwargs(run)  # the env kwargs replay needs (each env's in a mixture)
-    records = [
-        trajectory_to_record(
-            t,
-            run_id=run.run_dir.name,
-            env_kwargs=kwargs_of(t),
-            phase="rl",
-            step=step + 1,
-            rl_step=step + 1,
-            **credit_view.get(id(t), {"advantage": None}),
-        )
-        for t in batch.all
-    ]
-    pairs = run.ranks.gather_to_main(list(zip(batch.all, records)))  # rank 0: every rank's
-    row = None
-    if run.ranks.is_main:
-        trajectories, records = [p[0] for p in pairs], [p[1] for p in pairs]
-        own = [t for t in trajectories if not is_guided(t)]  # the policy's samples (no guidance)
-        generated = sum(t.num_generated_tokens for t in own)
-        row = {
-            "phase": "rl",
-            "step": step + 1,
-            "rl_step": step + 1,
-            **rollout_summary(run, own),  # a mixture's: pooled and per env
-            **_reward_shares(own, run.config.reward),
-            **sampling_metrics(run, batch),
-            **stats,
-            "perf/step_time_s": elapsed,
-            "perf/rollout_time_s": t_rollout,
-            "perf/update_time_s": elapsed - t_rollout - sync_s,
-            "perf/weight_sync_s": sync_s,
-            **staleness(trajectories, step),  # RL steps the sampler's weights lagged the trainer
-            "perf/tokens_per_s": generated / max(t_rollout, 1e-9),
-        }
-        run.metrics.write(row)
-        run.store.append(records)
-    return run.ranks.broadcast_from_main(row)
+    run.state.timings["warmup_seconds"] = time.perf_counter() - started
 
 
 def budget_reached(spent_s: float, steps_run: int, budget_s: float) -> bool:
@@ -340,7 +251,7 @@ def train(
 ) -> Path:
     """Run the whole recipe (or continue it from ``resume``'s newest checkpoint); returns the run dir.
 
-    Scale-out (:mod:`agentic_rl.trainer.scale`): with ``scale.num_env_workers`` > 0 the run's envs
+    Scale-out (:mod:`agentic_rl.trainer.parallel.scale_out`): with ``scale.num_env_workers`` > 0 the run's envs
     live in Ray env workers started here and shut down at the end (also on error); launched by
     ``torchrun`` with W > 1 processes, each rank trains on its share of every step and only rank
     0 writes the run directory (every rank returns its path).
@@ -373,30 +284,23 @@ def train(
             progress("start", 0, 1, str(run_dir))
         run = setup(config, run_dir, scale)
         try:
-            run.agent = start_agent(run)  # [agent]: the policy server the agent calls
+            run.state.agent = start_agent(run)  # [agent]: the policy server the agent calls
             _train(run, resume and checkpoint, progress if scale.ctx.is_main else _no_progress)
         finally:  # a vLLM server stops at the end and on any failure
-            if run.agent is not None:
-                run.agent.close()
-            run.backend.close()
+            if run.state.agent is not None:
+                run.state.agent.close()
+            run.state.backend.close()
     return run_dir
 
 
 def prepare_rl(run: Run) -> torch.optim.Optimizer:
-    """The RL phase's parts on a :func:`setup` run: sets ``run.critic`` (PPO's value head; None
-    for critic-free methods) and ``run.task_pool`` (None for ``task_sampling = "sequential"``) and
-    returns the optimizer (``[optim]``: AdamW, its warm-up schedule and clipping).
+    """The RL phase's optimizer on a :func:`setup` run (``[optim]``: AdamW, its warm-up schedule
+    and clipping; PPO's critic and the task pool are already on the run).
 
     :func:`train` calls it before the warm-up; whatever drives :func:`rl_step` itself (the
     benchmarks) calls it too, so it steps a run set up exactly as the recipe's.
     """
-    optim = run.config.optim
-    optimizer = make_optimizer(
-        run, optim.lr, optim.weight_decay, optim.max_grad_norm, optim.lr_warmup_steps
-    )
-    run.critic = make_critic(run)
-    run.task_pool = make_task_pool(run)
-    return optimizer
+    return make_optimizer(run.model.parameters(), run.config.optim, run.ranks)
 
 
 def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
@@ -421,11 +325,11 @@ def _train(run: Run, checkpoint: Path | None, progress: Progress) -> None:
     # ranks > 0 start RL with the same weights as rank 0 and never read its files
     reference = run.run_dir / "checkpoints" / REFERENCE_FILE if main else None
     ref_model = reference_model(run.model, reference) if config.loss.kl_coef > 0 else None
-    run.backend.sync(run.model, first_step)  # the rollout sampler starts from the RL weights
+    run.state.backend.sync(run.model, first_step)  # the rollout sampler starts from the RL weights
     with rollout_source(run, first_step) as rollouts:  # k >= 1: a producer thread samples ahead
         done = _rl_steps(run, first_step, optimizer, ref_model, rollouts, progress)
     run_eval(run, "final", done, progress)
-    run.timings["total_seconds_this_process"] = time.perf_counter() - start
+    run.state.timings["total_seconds_this_process"] = time.perf_counter() - start
     digests = run.ranks.replica_digests(run.model)
     if not main:
         return
@@ -454,8 +358,8 @@ def _rl_steps(run: Run, first_step: int, optimizer, ref_model, rollouts, progres
         if config.eval.every and (step + 1) % config.eval.every == 0 and not last:
             run_eval(run, f"rl-step-{step + 1}", step + 1, progress)
         if (step + 1) % config.checkpoint_every == 0 or last:
-            run.timings["rl_seconds"] = (
-                run.timings.get("rl_seconds", 0.0) + time.perf_counter() - rl_started
+            run.state.timings["rl_seconds"] = (
+                run.state.timings.get("rl_seconds", 0.0) + time.perf_counter() - rl_started
             )
             rl_started = time.perf_counter()
             save_run_checkpoint(run, optimizer, step + 1)

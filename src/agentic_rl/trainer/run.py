@@ -1,7 +1,7 @@
 """A training run's state and its set-up: what the recipe (:mod:`agentic_rl.trainer.recipe`) holds.
 
 :func:`validate` checks what a config names before any work; :func:`setup` loads the model
-(:mod:`agentic_rl.trainer.model_setup`), the sampling policy and the run's logs into a typed
+(:mod:`agentic_rl.trainer.records.model_setup`), the sampling policy and the run's logs into a typed
 :class:`Run`. The env constructor arguments (:func:`env_kwargs`, :func:`permission_kwargs`),
 the trajectory store (:func:`store`), the RL task pool (:func:`make_task_pool`) and the loss
 settings of the policy-gradient steps (:func:`loss_settings`) are read off the run here.
@@ -13,7 +13,7 @@ import dataclasses
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,21 +29,33 @@ from agentic_rl.policy.model_loading import load_tokenizer, resolve_model_dir
 from agentic_rl.tools.mcp import McpServerError
 from agentic_rl.tools.sandbox import limits as sandbox_limits
 from agentic_rl.tools.sandbox.bwrap import SandboxUnavailableError
-from agentic_rl.trainer.backends import RolloutBackend, make_backend
-from agentic_rl.trainer.credit import ALGORITHMS
-from agentic_rl.trainer.critic import Critic
-from agentic_rl.trainer.model_setup import trainable_model
-from agentic_rl.trainer.ranks import Ranks
-from agentic_rl.trainer.run_dir import MetricsLog
-from agentic_rl.trainer.sampling import TaskPool
-from agentic_rl.trainer.scale import NullMetricsLog, ScaleOut, check_scale, launched_world_size
-from agentic_rl.trainer.tracking import run_metrics_log
-from agentic_rl.trainer.update import LossSettings
+from agentic_rl.trainer.learning.credit import ALGORITHMS
+from agentic_rl.trainer.learning.critic import Critic
+from agentic_rl.trainer.learning.update import LossSettings
+from agentic_rl.trainer.parallel.ranks import Ranks
+from agentic_rl.trainer.parallel.scale_out import (
+    NullMetricsLog,
+    ScaleOut,
+    check_scale,
+    launched_world_size,
+)
+from agentic_rl.trainer.records.model_setup import trainable_model
+from agentic_rl.trainer.records.run_dir import MetricsLog
+from agentic_rl.trainer.records.tracking import run_metrics_log
+from agentic_rl.trainer.sampling.backends import RolloutBackend, make_backend
+from agentic_rl.trainer.sampling.task_pool import TaskPool
 from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore, trajectory_to_record
 from agentic_rl.types import Trajectory
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from agentic_rl.trainer.sampling.agent_rollouts import AgentSession
+    from agentic_rl.trainer.sampling.mixture import MixturePool
+
 __all__ = [
     "Run",
+    "TrainerState",
     "env_kwargs",
     "loss_settings",
     "make_task_pool",
@@ -56,8 +68,31 @@ __all__ = [
 
 
 @dataclass
+class TrainerState:
+    """What changes while a run trains (the one mutable part of a :class:`Run`).
+
+    Attributes:
+        backend: what samples the RL rollouts (``rollout.backend``,
+            :mod:`agentic_rl.trainer.sampling.backends`); async training swaps in its own
+            sampler (:func:`~agentic_rl.trainer.sampling.async_producer.rollout_source`).
+        agent: the policy server and agent runner of an ``[agent]`` run
+            (:class:`~agentic_rl.trainer.sampling.agent_rollouts.AgentSession`, started by the
+            recipe); None for an env run.
+        evals: the eval rows so far. timings: seconds per phase (``summary.json``).
+    """
+
+    backend: RolloutBackend | None = None
+    agent: AgentSession | None = None
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Run:
-    """Everything one training run holds (built by :func:`setup`).
+    """Everything one training run is, built once by :func:`setup` and then only read.
+
+    What changes during training (the rollout backend, the agent session, eval rows, timings)
+    lives in :attr:`state`; the model's weights change in place under the optimizer.
 
     Attributes:
         config: the resolved config. run_dir: the run directory.
@@ -67,41 +102,41 @@ class Run:
         sampler: the generator of the sampler's random draws (checkpointed).
         metrics: ``RUN_DIR/metrics.jsonl`` (and trackers) on rank 0; writes nothing elsewhere.
         store: the run's trajectory store on rank 0; None elsewhere.
-        scale: where the envs live (:class:`~agentic_rl.trainer.scale.ScaleOut`) and the rank.
-        evals: the eval rows so far. timings: seconds per phase (``summary.json``).
-        critic: PPO's critic (:class:`~agentic_rl.trainer.critic.Critic`); None for critic-free
-            methods.
+        scale: where the envs live (:class:`~agentic_rl.trainer.parallel.scale_out.ScaleOut`)
+            and the rank.
+        critic: PPO's critic (:class:`~agentic_rl.trainer.learning.critic.Critic`); None for
+            critic-free methods.
         task_pool: where RL task seeds come from; None for ``task_sampling = "sequential"``; a
-            mixture run's :class:`~agentic_rl.trainer.mixture.MixturePool` (always set).
-        backend: what samples the RL rollouts (``rollout.backend``,
-            :mod:`agentic_rl.trainer.backends`); None = the local ``policy``.
+            mixture run's :class:`~agentic_rl.trainer.sampling.mixture.MixturePool` (always set).
         placement: the resolved device and precision (:mod:`agentic_rl.policy.device`).
-        agent: the policy server and agent runner of an ``[agent]`` run
-            (:class:`~agentic_rl.trainer.agent_rollouts.AgentSession`, started by the recipe);
-            None for an env run.
+        loss: the settings of the run's policy-gradient steps, built once from the config's
+            ``[loss]``, ``[optim]`` and ``[rollout]`` sections (:func:`loss_settings`).
+        state: what changes while it trains (:class:`TrainerState`); a local
+            :class:`~agentic_rl.trainer.sampling.backends.RolloutBackend` over ``policy`` when
+            no backend is given.
     """
 
     config: TrainConfig
     run_dir: Path
     model: torch.nn.Module
-    tokenizer: Any  # transformers.PreTrainedTokenizerBase
+    tokenizer: PreTrainedTokenizerBase
     chat: ChatFormat
     policy: Policy
     sampler: torch.Generator
     metrics: MetricsLog | NullMetricsLog
     store: TrajectoryStore | None
     scale: ScaleOut = field(default_factory=ScaleOut)
-    evals: list[dict[str, Any]] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
     critic: Critic | None = None
-    task_pool: Any = None  # TaskPool | MixturePool | None
-    backend: RolloutBackend | None = None
+    task_pool: TaskPool | MixturePool | None = None
     placement: Placement = field(default_factory=lambda: Placement(torch.device("cpu")))
-    agent: Any = None
+    loss: LossSettings | None = None
+    state: TrainerState = field(default_factory=TrainerState)
 
     def __post_init__(self) -> None:
-        if self.backend is None:
-            self.backend = RolloutBackend(self.policy)
+        if self.loss is None:  # frozen: set once, here
+            object.__setattr__(self, "loss", loss_settings(self.config, self.placement.precision))
+        if self.state.backend is None:
+            self.state.backend = RolloutBackend(self.policy)
 
     @property
     def ranks(self) -> Ranks:
@@ -121,7 +156,7 @@ def validate(config: TrainConfig) -> Path:
             ``[tools.permissions]`` (e.g. a rule for a tool it does not have; in a mixture each
             ``env.mix`` entry's env and kwargs are checked alike), or one of its MCP
             servers cannot start; ``[scale]`` names an unreachable Ray cluster (see
-            :func:`~agentic_rl.trainer.scale.check_scale`); a
+            :func:`~agentic_rl.trainer.parallel.scale_out.check_scale`); a
             server rollout backend or async training under torchrun; ``model.device`` names a
             CUDA device this machine does not have; ``tools.require_whole_sandbox_limits`` on a
             host that cannot bound a sandbox as a whole (otherwise it is switched on here for
@@ -135,7 +170,7 @@ def validate(config: TrainConfig) -> Path:
         except SandboxUnavailableError as exc:
             raise ConfigError(f"tools.require_whole_sandbox_limits = true, but {exc}") from None
     if config.env.mix:  # each env of a mixture with its kwargs and its warm-up's
-        from agentic_rl.trainer.mixture import check_slots
+        from agentic_rl.trainer.sampling.mixture import check_slots
 
         check_slots(config)
     else:
@@ -153,7 +188,7 @@ def validate(config: TrainConfig) -> Path:
         )
     if config.algorithm.max_off_policy_steps and launched_world_size() > 1:
         raise ConfigError("algorithm.max_off_policy_steps >= 1 is not supported under torchrun yet")
-    from agentic_rl.trainer.agent_rollouts import check_agent  # it imports this module
+    from agentic_rl.trainer.sampling.agent_rollouts import check_agent  # it imports this module
 
     check_agent(config)  # [agent]: the function importable, its task files readable
     return resolve_model_dir(config.model.path)
@@ -192,13 +227,14 @@ _CALCULATOR_WARMUP = WarmupConfig().env_kwargs
 def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> Run:
     """Load the model (LoRA and gradient checkpointing as configured), open the run's logs
     (on rank 0 only; under torchrun the other ranks take rank 0's initial weights) and build the
-    rollout backend last (a ``vllm`` server starts here; the caller must ``run.backend.close()``).
+    critic (PPO) and the task pool, and the rollout backend last (a ``vllm`` server starts here;
+    the caller must ``run.state.backend.close()``).
 
     Raises:
         UnknownEnvError: ``env.id`` is not registered (checked before the model loads).
         ModelNotFoundError: ``model.path`` does not exist.
         ConfigError, VLLMServerError: the rollout backend cannot be built
-            (:func:`~agentic_rl.trainer.backends.make_backend`).
+            (:func:`~agentic_rl.trainer.sampling.backends.make_backend`).
     """
     model_dir = validate(config)
     if config.model.num_threads:
@@ -220,7 +256,13 @@ def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> 
         lambda: run_metrics_log(run_dir, config.tracking, config=dataclasses.asdict(config))
     )
     trajectories = TrajectoryStore(run_dir / RUN_STORE_DIRNAME) if ranks.is_main else None
-    backend = make_backend(  # with scale.num_generation_workers > 0: Ray generation workers
+    run = Run(
+        config, run_dir, model, tokenizer, chat, policy, sampler, metrics, trajectories, scale,
+        placement=placement,
+    )  # fmt: skip
+    # the RL phase's parts read the run: PPO's value head, where task seeds come from
+    run = dataclasses.replace(run, critic=make_critic(run), task_pool=make_task_pool(run))
+    run.state.backend = make_backend(  # last: a vllm server starts here
         config.rollout,
         config.model,
         model_dir,
@@ -230,20 +272,7 @@ def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> 
         scale=config.scale,
         seed=config.seed,
     )
-    return Run(
-        config,
-        run_dir,
-        model,
-        tokenizer,
-        chat,
-        policy,
-        sampler,
-        metrics,
-        trajectories,
-        scale,
-        backend=backend,
-        placement=placement,
-    )
+    return run
 
 
 def permission_kwargs(config: TrainConfig) -> dict[str, Any]:
@@ -293,13 +322,13 @@ def store(
     )
 
 
-def make_task_pool(run: Run) -> Any:
+def make_task_pool(run: Run) -> TaskPool | MixturePool | None:
     """The run's task pool: a :class:`TaskPool`, None for ``task_sampling = "sequential"``, a
-    mixture's :class:`~agentic_rl.trainer.mixture.MixturePool`; a candidate's level is read from a
+    mixture's :class:`~agentic_rl.trainer.sampling.mixture.MixturePool`; a candidate's level is read from a
     fresh env's reset info (``info["level"]``); an env without levels is probed once."""
     cfg = run.config
-    if cfg.env.mix:  # a mixture draws (env, seed) tasks: agentic_rl.trainer.mixture
-        from agentic_rl.trainer.mixture import make_mixture_pool
+    if cfg.env.mix:  # a mixture draws (env, seed) tasks: agentic_rl.trainer.sampling.mixture
+        from agentic_rl.trainer.sampling.mixture import make_mixture_pool
 
         return make_mixture_pool(run)
     if cfg.sampling.task_sampling == "sequential":
@@ -329,7 +358,7 @@ def make_task_pool(run: Run) -> Any:
 
 def make_critic(run: Run) -> Critic | None:
     """PPO's critic on the run's model (methods in ``CRITIC_ALGORITHMS``), else None."""
-    from agentic_rl.trainer.credit import CRITIC_ALGORITHMS
+    from agentic_rl.trainer.learning.credit import CRITIC_ALGORITHMS
 
     cfg = run.config
     alg = cfg.algorithm
@@ -341,7 +370,7 @@ def make_critic(run: Run) -> Critic | None:
 
 
 def loss_settings(config: TrainConfig, precision: str = "fp32") -> LossSettings:
-    """The :class:`~agentic_rl.trainer.update.LossSettings` of the run's policy-gradient steps
+    """The :class:`~agentic_rl.trainer.learning.update.LossSettings` of the run's policy-gradient steps
     (first PPO epoch); ``loss_norm_constant`` 0 becomes the generation budget
     ``rollout.max_turns × rollout.max_new_tokens``, ``dual_clip`` 0 becomes None (off);
     ``precision``: the run's resolved precision (``Run.placement.precision``)."""

@@ -1,0 +1,1 @@
+"""Held-out evaluation: greedy rollouts on fixed seeds, their metrics, and confidence intervals."""
