@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentic_rl.allocator import active_allocator
 
+if TYPE_CHECKING:
+    from agentic_rl.trainer.run import Run
 
-def export_model(run: Any) -> None:
+
+def export_model(run: Run) -> None:
     """Save the final model (LoRA adapters merged in) and the tokenizer to ``RUN_DIR/final_model``.
 
     ``run`` is the recipe's :class:`~agentic_rl.trainer.run.Run` (read only: the merged model is
@@ -41,7 +44,7 @@ def _env_summary(by_tag: dict[str, dict[str, Any]], prefix: str) -> dict[str, An
     }
 
 
-def write_summary(run: Any, data_parallel: dict[str, Any] | None = None) -> None:
+def write_summary(run: Run, data_parallel: dict[str, Any] | None = None) -> None:
     """Write ``RUN_DIR/summary.json``: held-out success per eval tag (overall and per level), the
     final eval's reward components, the timings (seconds), the memory allocator the process ran
     under (:func:`agentic_rl.allocator.active_allocator`), where the policy trained

@@ -56,7 +56,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentic_rl.config import TrainConfig
 from agentic_rl.envs import accepts
@@ -64,6 +64,9 @@ from agentic_rl.errors import ConfigError
 from agentic_rl.rollout import RolloutConfig
 from agentic_rl.trainer.sampling.task_pool import TaskPool
 from agentic_rl.types import Trajectory
+
+if TYPE_CHECKING:
+    from agentic_rl.trainer.run import Run
 
 __all__ = [
     "EnvSlot",
@@ -185,7 +188,7 @@ def slot_base_kwargs(config: TrainConfig, slot: EnvSlot) -> dict[str, Any]:
     return {**_permissions(config, slot), **slot.kwargs}
 
 
-def slot_env_kwargs(run: Any, slot: EnvSlot, **extra: Any) -> dict[str, Any]:
+def slot_env_kwargs(run: Run, slot: EnvSlot, **extra: Any) -> dict[str, Any]:
     """Constructor arguments of ``slot``'s envs in ``run`` (a :class:`~agentic_rl.trainer.run.Run`):
     ``[tools.permissions]``, its ``kwargs``, ``extra``, and for envs that take them the run's
     audit log and run id (as :func:`agentic_rl.trainer.run.env_kwargs` for one env)."""
@@ -197,7 +200,7 @@ def slot_env_kwargs(run: Any, slot: EnvSlot, **extra: Any) -> dict[str, Any]:
     return kwargs
 
 
-def slot_replay_kwargs(run: Any, slot: EnvSlot, **extra: Any) -> dict[str, Any]:
+def slot_replay_kwargs(run: Run, slot: EnvSlot, **extra: Any) -> dict[str, Any]:
     """The kwargs stored with ``slot``'s trajectories so replay can rebuild the env."""
     kwargs = slot_env_kwargs(run, slot, **extra)
     return {k: v for k, v in kwargs.items() if k not in ("audit_path", "run_id")}
@@ -402,7 +405,7 @@ class MixturePool:
             }
 
 
-def make_mixture_pool(run: Any) -> MixturePool:
+def make_mixture_pool(run: Run) -> MixturePool:
     """The mixture pool of a :func:`~agentic_rl.trainer.run.setup` run: per-env task pools with
     the run's seed (one stream per rank under torchrun); a level is read from a fresh env's
     reset info, an env without levels is probed once."""
