@@ -161,3 +161,22 @@ def test_vocab_offsets_wrap_like_unsigned_arithmetic():
     offsets = _vocab_offsets(70000, torch.device("cpu")).tolist()
     for v in (0, 1, 2, 12345, 69999):
         assert offsets[v] % 2**64 == v * _GAMMA % 2**64
+
+
+@pytest.mark.parametrize("counter", [False, True], ids=["numpy-noise", "counter-noise"])
+def test_a_token_of_negligible_probability_is_never_drawn(counter):
+    """Over Gemma 3's 262,144-token vocabulary with one token at logit 0 and every other at −60
+    (each e^-60 ≈ 1e-26 likely), 1,200 seeded draws all pick the likely token. The old noise
+    (float32 exponentials that are exactly 0 once per ~2**23 entries; counter uniforms that
+    rounded to 1.0 once per 2**24) let a uniformly random token win ~3 % (numpy) and ~1.6 %
+    (counter) of these draws: about 36 and 19 expected here, so this fails on it."""
+    vocab = 262_144
+    logits = torch.full((100, vocab), -60.0)
+    logits[:, 7] = 0.0
+    drawn = []
+    for chunk in range(12):
+        rows = [RowSampler(1000 * chunk + r) for r in range(100)]
+        tokens, lps = sample_tokens(logits, SamplingParams(), rows, counter_noise=counter)
+        drawn += tokens
+        assert all(abs(lp) < 1e-6 for t, lp in zip(tokens, lps) if t == 7)  # log(1 - ~1e-21)
+    assert set(drawn) == {7}, f"{sum(t != 7 for t in drawn)} of {len(drawn)} draws were not token 7"

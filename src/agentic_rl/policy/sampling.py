@@ -23,8 +23,14 @@ k-th draw at token v is a hash of (row seed, k, v) — SplitMix64 (Steele, Lea a
 Per-row numpy streams would cost B host draws of V floats and a host-to-device copy per
 decode step, more than the GPU's whole decode step. The choice is the same Gumbel-max race
 (E = −log U), still a function of the row's seed and its own draw count only, so the
-schedule-independence above holds on the GPU too; the CPU and GPU streams of one seed differ
-(the CPU path is unchanged, so CPU runs reproduce earlier results).
+schedule-independence above holds on the GPU too; the CPU and GPU streams of one seed differ.
+
+Both noise sources keep E strictly positive and finite where it matters: the CPU draws are
+float64 and the counter uniforms stay below 1, so a token whose probability is e^-40 is drawn
+with about that probability. (Before 2026-12-04 the CPU noise was float32, whose ziggurat
+returns exactly 0 about once per 2**23 entries, and the counter uniforms could round to 1:
+either way a uniformly random token won ~0.6 % of draws at SmolLM2's 49,152-token vocabulary and
+~3 % at Gemma 3's 262,144; runs recorded before then sampled with that defect.)
 
 The chosen token's logprob is ``z_c - logsumexp(z)`` with ``z = logits / T`` in float32.
 """
@@ -85,8 +91,10 @@ def _vocab_offsets(vocab: int, device: torch.device) -> torch.Tensor:
 def counter_uniform(keys: Sequence[int], vocab: int, device: torch.device | str) -> torch.Tensor:
     """Uniform noise in (0, 1) of shape ``[B, V]``: entry (b, v) is a hash of ``keys[b]`` and v.
 
-    U = (top 24 bits of splitmix64(key_b + (v + 1)·γ) + 0.5) / 2**24, exactly the 24-bit
-    mantissa a float32 holds; distinct (key, v) pairs give independent-looking draws
+    U = (top 23 bits of splitmix64(key_b + (v + 1)·γ) + 0.5) / 2**23, exactly representable
+    in float32 and strictly inside (0, 1): with 24 bits the top value rounded to 1.0, and
+    E = −log 1 = 0 made that token win whatever its probability (once per 2**24 entries, ~1.6 %
+    of draws over a 262,144-token vocabulary). Distinct (key, v) pairs give independent-looking draws
     (SplitMix64 passes BigCrush). Computed on ``device`` in one pass.
 
     Args:
@@ -102,8 +110,8 @@ def uniform_from_states(rows: torch.Tensor, vocab: int) -> torch.Tensor:
     """The device half of :func:`counter_uniform`: ``rows`` ``[B]`` int64 row states (key + γ,
     on the device) to ``[B, V]`` float32 uniforms, with no host round trip."""
     state = rows.unsqueeze(1) + _vocab_offsets(vocab, rows.device).unsqueeze(0)  # [B, V], wraps
-    bits = (_mix_tensor(state) >> 40) & 0xFFFFFF  # top 24 bits
-    return (bits.float() + 0.5) * (1.0 / 2**24)
+    bits = (_mix_tensor(state) >> 41) & 0x7FFFFF  # top 23 bits: (bits + 0.5) is exact in float32
+    return (bits.float() + 0.5) * (1.0 / 2**23)
 
 
 class RowSampler:
@@ -168,9 +176,13 @@ def sample_tokens(
             rng = r.rng
             if rng is None:
                 rng = np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator)))
-            noise.append(rng.standard_exponential(vocab, dtype=np.float32))
-        race = torch.from_numpy(np.stack(noise)).to(z.device)
-        chosen = (z - race.log_()).argmax(dim=-1)
+            # float64: numpy's float32 ziggurat returns exactly 0 with probability ~2**-23
+            # per entry, and log 0 = -inf lets that token win whatever its probability (a
+            # 262,144-token vocabulary drew such a token in ~3 % of draws); float64's zero
+            # atom is ~2**-52 and its smallest values stay finite after the log
+            noise.append(rng.standard_exponential(vocab))
+        race = torch.from_numpy(np.log(np.stack(noise))).to(z.device, torch.float32)
+        chosen = (z - race).argmax(dim=-1)
     else:  # accelerator: counter-based noise made on the device (module docstring)
         uniform = counter_uniform([r.draw_key(generator) for r in rows], z.shape[-1], z.device)
         chosen = (z - (-uniform.log_()).log_()).argmax(dim=-1)  # race with E = -log U
