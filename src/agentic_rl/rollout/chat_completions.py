@@ -171,6 +171,10 @@ def run_chat_episode(
     Raises:
         ValueError: ``temperature`` < 0 or ``max_tokens`` < 1.
     """
+    if temperature < 0 or max_tokens < 1:
+        raise ValueError(
+            f"need temperature >= 0 and max_tokens >= 1, got {temperature}, {max_tokens}"
+        )
     how = RolloutSampling(None, 0, temperature or 1.0, temperature == 0, max_tokens)
     ep = _ChatEpisode(env, seed, group_id, policy_version, how)
     try:
