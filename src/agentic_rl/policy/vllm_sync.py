@@ -174,10 +174,10 @@ def sync_lora_adapter(
 ) -> float:
     """Hot-load the LoRA adapter in ``adapter_dir`` as model :func:`lora_model_name` (version).
 
-    ``adapter_dir`` is what ``peft_model.save_pretrained`` writes (e.g. from
-    :func:`agentic_rl.trainer.weight_sync.publish_weights`); each version needs its own
-    directory (vLLM does not invalidate prefix-cache blocks of an adapter reloaded from the
-    same path). Requests then pass ``model=lora_model_name(version)``.
+    ``adapter_dir`` is what ``peft_model.save_pretrained`` writes (the trainer's
+    :class:`~agentic_rl.trainer.backends.VLLMBackend` writes ``RUN_DIR/vllm-lora/v{version}``);
+    each version needs its own directory (vLLM does not invalidate prefix-cache blocks of an
+    adapter reloaded from the same path). Requests then pass ``model=lora_model_name(version)``.
 
     Args:
         server: a ready server started with ``enable_lora=True``.
