@@ -93,6 +93,11 @@ def test_bad_hosted_eval_input_is_one_error_line(capsys, monkeypatch):
     assert "'NO_SUCH_KEY_VAR' is not set" in line
     line = _error_line(capsys, ["eval", "--env", "nope-v0", "--base-url", closed])
     assert "nope-v0" in line
+    line = _error_line(capsys, [*base, "--concurrency", "4"])  # a local eval: no server
+    assert "options of --base-url" in line
+    assert "--concurrency must be" in _error_line(
+        capsys, [*base, "--base-url", closed, "--concurrency", "0"]
+    )
     monkeypatch.setenv("ORACLE_KEY", "wrong")
     with oracle_server("--key", "s3cret") as url:
         keyed = [*base, "--base-url", url, "--api-key-env", "ORACLE_KEY"]

@@ -183,14 +183,17 @@ def cmd_eval(args) -> int:
         raise AgenticRLError(f"the config trains a mixture ({ids}): choose its env with --env ID")
     env_id = args.env or config.env.id
     make(env_id).close()  # unknown id: one error line before the model loads
-    if args.k < 1 or (args.episodes is not None and args.episodes < 1) or args.concurrency < 1:
+    if not args.base_url and (args.api_key_env is not None or args.concurrency is not None):
+        raise AgenticRLError("--api-key-env and --concurrency are options of --base-url")
+    concurrency = 8 if args.concurrency is None else args.concurrency
+    if args.k < 1 or (args.episodes is not None and args.episodes < 1) or concurrency < 1:
         raise AgenticRLError("--k, --episodes and --concurrency must be >= 1")
     episodes = args.episodes or config.eval.size
     if args.base_url:  # a hosted model: chat completions, nothing loaded here
         key_env = config.rollout.api_key_env if args.api_key_env is None else args.api_key_env
         client, model = hosted_client(args.base_url, key_env, args.model)
         report, _ = run_hosted_evaluation(
-            config, client, model, env_id, episodes, args.k, args.concurrency
+            config, client, model, env_id, episodes, args.k, concurrency
         )
     else:
         model = args.model or config.model.path
@@ -275,7 +278,6 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--concurrency",
         type=int,
-        default=8,
         metavar="N",
         help="most episodes in flight against --base-url (default 8)",
     )

@@ -1,8 +1,9 @@
 """Episodes through any OpenAI-compatible chat-completions server, with tools (evaluation, data).
 
 For evaluation and data collection with a model the trainer does not hold (a hosted API, a vLLM
-or llama.cpp server): each turn sends the conversation to ``POST /v1/chat/completions`` with the
-env's tools (``tools=[{"type": "function", "function": schema}]``); the reply's tool calls,
+or llama.cpp server; ``agentic-rl eval --base-url URL`` runs it): each turn sends the
+conversation to ``POST /v1/chat/completions`` with the env's tools
+(``tools=[{"type": "function", "function": schema}]``); the reply's tool calls,
 structured (``message.tool_calls``) or written as ``<tool_call>…</tool_call>`` text (the
 format our envs describe in their system prompt), become the :class:`Action` the env steps.
 
