@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from agentic_rl.algorithms import (
-    broadcast_to_tokens,
     dr_grpo_advantages,
     grpo_advantages,
     rloo_advantages,
@@ -115,13 +114,3 @@ def test_rloo_size_one_and_constant_groups_are_zero():
 
 
 # ---------------------------------------------------------------- tokens + registry
-
-
-def test_broadcast_to_tokens():
-    # A = [2, -1]; mask rows [1,1,0] and [0,1,1] -> [[2,2,0],[0,-1,-1]]
-    mask = torch.tensor([[1, 1, 0], [0, 1, 1]])
-    expected = t(2, 2, 0, 0, -1, -1).reshape(2, 3)
-    assert torch.equal(broadcast_to_tokens(t(2, -1), mask), expected)
-    assert torch.equal(broadcast_to_tokens(t(2, -1), mask.bool()), expected)
-    with pytest.raises(ValueError):
-        broadcast_to_tokens(t(2, -1, 0), mask)

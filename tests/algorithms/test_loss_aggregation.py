@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from agentic_rl.algorithms import (
-    aggregate_loss,
     get_kl_estimator,
     kl_k3,
     ppo_clip_loss,
@@ -28,22 +27,6 @@ def test_token_loss_weights_by_hand():
         0.125,
         0.125,
     ]
-
-
-def test_aggregate_loss_modes_by_hand():
-    # per-token losses: seq 0 = [4, pad], seq 1 = [1, 2]; mask [[1, 0], [1, 1]]
-    x = torch.tensor([[4.0, float("nan")], [1.0, 2.0]], requires_grad=True)
-    mask = torch.tensor([[1, 0], [1, 1]])
-    # token-mean: (4 + 1 + 2) / 3 = 7/3
-    assert aggregate_loss(x, mask, "token-mean").item() == pytest.approx(7 / 3)
-    # seq-mean-token-mean: (4/1 + 3/2) / 2 = 2.75
-    assert aggregate_loss(x, mask, "seq-mean-token-mean").item() == pytest.approx(2.75)
-    # seq-mean-token-sum, C = 10: (4 + 3) / (2 * 10) = .35
-    loss = aggregate_loss(x, mask, "seq-mean-token-sum", norm_constant=10)
-    assert loss.item() == pytest.approx(0.35)
-    loss.backward()
-    assert not torch.isnan(x.grad).any() and x.grad[0, 1].item() == 0.0
-    assert x.grad[1].tolist() == pytest.approx([0.05, 0.05])
 
 
 def test_aggregation_bad_inputs():

@@ -4,7 +4,7 @@ per-turn quantities read off a Trajectory."""
 import pytest
 import torch
 
-from agentic_rl.algorithms import gigpo_advantages, turn_process_advantages, turns_to_tokens
+from agentic_rl.algorithms import gigpo_advantages, turn_process_advantages
 from agentic_rl.algorithms.trajectory_steps import (
     anchor_keys,
     pad_turns,
@@ -124,16 +124,6 @@ def test_turn_process_all_equal_is_exactly_zero():
     p, m = pad_turns([[0.5, -1.0]])  # group of one: its turns differ, but there is no peer
     adv = turn_process_advantages(torch.tensor([1.0]), ["solo"], p, m)
     assert not torch.isnan(adv).any()
-
-
-def test_turns_to_tokens():
-    # turn advantages [1, 2]; tokens: ctx0 a0 a0 tool1 a1 trailing -> [0, 1, 1, 0, 2, 0]
-    idx = torch.tensor([[0, 0, 0, 1, 1, -1]])
-    mask = torch.tensor([[0, 1, 1, 0, 1, 1]])
-    out = turns_to_tokens(torch.tensor([[1.0, 2.0]]), idx, mask)
-    assert torch.equal(out, torch.tensor([[0.0, 1, 1, 0, 2, 0]]))
-    with pytest.raises(ValueError, match="beyond"):
-        turns_to_tokens(torch.tensor([[1.0]]), idx, mask)
 
 
 # ---------------------------------------------------------------- reading a Trajectory

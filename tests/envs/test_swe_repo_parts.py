@@ -18,7 +18,6 @@ from agentic_rl.envs.swe_repo.mutations import (
     Mutation,
     apply_mutation,
     mutate,
-    mutations,
     sites,
 )
 from agentic_rl.envs.swe_repo.repos import REPOS, get_repo
@@ -50,6 +49,12 @@ def words(text, limit=3):
         return []
     return found[:limit] if limit and found else found
 '''
+
+
+def mutations(source: str, kind: str) -> list[Mutation]:
+    """Every verified mutation of ``kind`` in ``source``, in :func:`sites` order."""
+    found = (mutate(source, site) for site in sites(source, (kind,)))
+    return [m for m in found if m is not None]
 
 
 def _by_change(kind: str) -> dict[str, Mutation]:

@@ -129,14 +129,3 @@ def test_broken_events_fail_loudly():
     t = _trajectory([turn])
     with pytest.raises(TypeError, match="memory_events"):
         mm.memory_ops(t)
-
-
-def test_aggregate_over_trajectories(trajectory):
-    empty = _trajectory([_turn(0)])
-    out = mm.memory_metrics([trajectory, empty], prefix="rollout/memory")
-    assert out["rollout/memory/writes"] == 1.0  # (2 + 0) / 2
-    assert out["rollout/memory/ops"] == 3.0
-    assert out["rollout/memory/unused_writes"] == 0.5
-    assert out["rollout/memory/hit_rate"] == 0.5  # pooled: 1 hit of 2 searches
-    assert out["rollout/memory/tokens"] == 30.0
-    assert mm.memory_metrics([]) == {}

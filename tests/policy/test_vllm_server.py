@@ -32,10 +32,19 @@ import torch  # noqa: E402
 
 from agentic_rl.policy.base import GenerationRequest, SamplingParams  # noqa: E402
 from agentic_rl.policy.openai_compat import OpenAICompatPolicy, make_client  # noqa: E402
-from agentic_rl.policy.vllm_sync import engine_weight_version, sync_full_weights  # noqa: E402
+from agentic_rl.policy.vllm_sync import sync_full_weights  # noqa: E402
 
 TEMPERATURE = 0.7
 NEW_TOKENS = 24
+
+
+def engine_weight_version(server: VLLMServer) -> str | None:
+    """The weight version the engine reports (``GET /weight_info``), None before any sync."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{server.root_url}/weight_info", timeout=30) as r:
+        return json.loads(r.read()).get("weight_version")
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,13 @@ from agentic_rl.rewards.math_answers import (
     MathVerdict,
     check_answer,
     extract_final_answer,
-    math_equal,
     single_number,
 )
+
+
+def math_equal(answer, gold) -> bool:
+    """``check_answer``'s verdict alone."""
+    return check_answer(answer, gold).correct
 
 
 @pytest.mark.parametrize(

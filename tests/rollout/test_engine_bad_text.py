@@ -11,6 +11,7 @@ import json
 from agentic_rl.envs import CalculatorEnv, make
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import RolloutConfig, run_episodes
+from agentic_rl.trajectories.serialize import trajectory_to_record
 from agentic_rl.trajectories.store import TrajectoryStore
 from agentic_rl.types import Message, Observation, StopReason
 
@@ -74,7 +75,7 @@ def test_python_tool_printing_a_lone_surrogate_does_not_end_the_batch(chat, tmp_
     shown = trajs[0].turns[0].tool_results[0].content
     assert "\ud800" not in shown and "x" in shown
     assert (
-        TrajectoryStore(tmp_path / "store").append_trajectories(trajs) == 2
+        TrajectoryStore(tmp_path / "store").append([trajectory_to_record(t) for t in trajs]) == 2
     )  # the store takes them too
 
 

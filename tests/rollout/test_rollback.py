@@ -13,12 +13,7 @@ from agentic_rl.envs.base import Env, SnapshotNotSupportedError
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
 from agentic_rl.rollout.engine import RolloutConfig
-from agentic_rl.rollout.rollback import (
-    ReplayMismatchError,
-    SnapshottingEnv,
-    rollback,
-    truncate_trajectory,
-)
+from agentic_rl.rollout.rollback import ReplayMismatchError, rollback, truncate_trajectory
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.types import Message, Observation, StopReason
 from tests.markers import BWRAP_SKIP_REASON
@@ -136,16 +131,27 @@ class _Renamed(Env):  # an env of another id, without snapshot support
         raise AssertionError
 
 
+def _snapshots(env, traj):
+    """``env.snapshot()`` after reset and after each recorded turn of ``traj`` (played again)."""
+    env.reset(seed=traj.seed, options={"trajectory_id": traj.trajectory_id})
+    snapshots = [env.snapshot()]
+    for turn in traj.turns:
+        env.step(turn.action)
+        snapshots.append(env.snapshot())
+    return snapshots
+
+
 def test_snapshots_bring_the_env_to_turn_k(chat):
-    env = SnapshottingEnv(make("calculator-v0"))
+    env = make("calculator-v0")
     traj, _ = _calculator_episode(chat, env)
-    assert len(env.snapshots) == 4 and env.env_id == "calculator-v0"
-    cut = rollback(env, traj, 2, snapshots=env.snapshots)
+    snapshots = _snapshots(env, traj)  # the env has ended its episode again
+    assert len(snapshots) == 4
+    cut = rollback(env, traj, 2, snapshots=snapshots)
     assert len(cut.turns) == 2
     _, reward, terminated, _, _ = env.step(traj.turns[2].action)
     assert terminated and reward == 0.0  # "<answer>0</answer>" is wrong for 4's task, as recorded
     with pytest.raises(ValueError, match="needs snapshots\\[2\\]"):
-        rollback(env, traj, 2, snapshots=env.snapshots[:2])
+        rollback(env, traj, 2, snapshots=snapshots[:2])
 
 
 def test_envs_without_snapshots_say_so(chat):
@@ -170,7 +176,7 @@ def test_rollback_of_a_sandboxed_episode(chat, mode):
         _call("python", code="x"),
         "<answer>21</answer>",
     ]
-    env = SnapshottingEnv(PythonScratchEnv(config=SandboxConfig(timeout_s=3.0)))
+    env = PythonScratchEnv(config=SandboxConfig(timeout_s=3.0))
     env.env_id = "python-scratch-v0"
     try:
         (traj,) = run_episodes(
@@ -182,10 +188,11 @@ def test_rollback_of_a_sandboxed_episode(chat, mode):
             CONFIG,
         )
         assert traj.turns[2].tool_results[0].content == "Out: 11"
-        cut = rollback(env, traj, 1, snapshots=env.snapshots if mode == "snapshots" else None)
+        snapshots = _snapshots(env, traj) if mode == "snapshots" else None
+        cut = rollback(env, traj, 1, snapshots=snapshots)
         assert len(cut.turns) == 1
         obs, *_ = env.step(traj.turns[2].action)  # "x" after turn 1 only
         assert obs.messages[0].content == "Out: 1"
-        assert (env.env.sandboxed.sandbox.workspace / "f.txt").read_text() == "one"
+        assert (env.sandboxed.sandbox.workspace / "f.txt").read_text() == "one"
     finally:
         env.close()

@@ -30,6 +30,7 @@ from agentic_rl.tools.definition.parser import in_call_order
 from agentic_rl.tools.governance.audit import AuditLog
 from agentic_rl.tools.governance.executor import ToolExecutor
 from agentic_rl.tools.governance.permissions import PermissionPolicy
+from agentic_rl.trajectories.serialize import trajectory_to_record
 from agentic_rl.trajectories.store import TrajectoryStore
 from agentic_rl.types import Message, Observation, ToolCall, ToolCallError, valid_text
 
@@ -396,9 +397,9 @@ def test_fuzz_rollout_engine(chat, env_id, tmp_path):
             )
             assert all(_encodable(m.content) for m in t.messages)
         trajectories += trajs
-    assert TrajectoryStore(tmp_path / "store").append_trajectories(trajectories) == len(
-        trajectories
-    )
+    assert TrajectoryStore(tmp_path / "store").append(
+        [trajectory_to_record(t) for t in trajectories]
+    ) == len(trajectories)
     turns = sum(len(t.turns) for t in trajectories)
     print(
         f"engine ({env_id}): {len(trajectories)} episodes, {turns} turns, slowest {worst * 1000:.1f} ms CPU/episode"

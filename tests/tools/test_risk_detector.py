@@ -11,11 +11,10 @@ import pytest
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import run_episodes
 from agentic_rl.rollout.engine import RolloutConfig
-from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.governance.audit import AuditLog
 from agentic_rl.tools.governance.executor import ToolExecutor
 from agentic_rl.tools.governance.permissions import PermissionPolicy
-from agentic_rl.tools.governance.risk_detector import SandboxRiskDetector, limit_hits, path_escape
+from agentic_rl.tools.governance.risk_detector import limit_hits, path_escape
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.tools.sandbox.python_tool import ExecResult
 from agentic_rl.types import StopReason, ToolCall
@@ -158,26 +157,6 @@ def test_path_rule_denial_is_one_event_counted_twice(box):
     )
     (event,) = report.risk_events  # the tool never ran, so its detector did not run either
     assert event.category == "path_outside_workspace" and event.denied is True
-
-
-def test_executor_wide_detector_does_not_double_count(box):
-    tools = box.tools()
-    # a sandbox python tool under another name, without its own detector, plus the originals
-    renamed = {"py": Tool("py", "python", tools["python"].parameters, tools["python"].fn), **tools}
-    policy = PermissionPolicy.allow_all({"py": "workspace_write", "write_file": "workspace_write"})
-    executor = ToolExecutor(
-        renamed, policy, risk_detector=SandboxRiskDetector(lambda: box, python_tool="py")
-    )
-    report = _run(
-        executor,
-        ("py", {"code": "while True: pass"}),
-        ("write_file", {"path": "/x", "content": ""}),
-    )
-    assert [(e.category, e.call_id) for e in report.risk_events] == [
-        ("sandbox_limit", "call_0_0"),
-        ("path_outside_workspace", "call_0_1"),
-    ]
-    assert SandboxRiskDetector(lambda: None)(ToolCall("py", {}), None) == []
 
 
 # -- through a real episode and the rubric ---------------------------------------------------

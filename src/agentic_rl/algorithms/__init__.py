@@ -12,7 +12,6 @@ read off a Trajectory), ``losses`` (PPO clip, value loss, KL k1/k2/k3, entropy, 
 """
 
 from agentic_rl.algorithms.advantages import (
-    broadcast_to_tokens,
     dr_grpo_advantages,
     grpo_advantages,
     rloo_advantages,
@@ -21,7 +20,6 @@ from agentic_rl.algorithms.losses import (
     KL_ESTIMATORS,
     KL_LOG_RATIO_CLAMP,
     LOSS_AGGREGATIONS,
-    aggregate_loss,
     entropy_from_logits,
     estimate_kl,
     get_kl_estimator,
@@ -44,15 +42,12 @@ from agentic_rl.algorithms.returns import (
 from agentic_rl.algorithms.turn_credit import (
     gigpo_advantages,
     turn_process_advantages,
-    turns_to_tokens,
 )
 
 __all__ = [
     "KL_ESTIMATORS",
     "KL_LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
-    "aggregate_loss",
-    "broadcast_to_tokens",
     "discounted_returns",
     "dr_grpo_advantages",
     "entropy_from_logits",
@@ -75,6 +70,5 @@ __all__ = [
     "token_loss_weights",
     "truncated_is_weights",
     "turn_process_advantages",
-    "turns_to_tokens",
     "value_loss",
 ]

@@ -39,7 +39,6 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "broadcast_to_tokens",
     "dr_grpo_advantages",
     "grpo_advantages",
     "rloo_advantages",
@@ -150,23 +149,3 @@ def rloo_advantages(rewards: Tensor, group_ids: Sequence[Hashable]) -> Tensor:
     others = (s.count - 1).clamp(min=1)  # size-1 groups are zeroed by finish()
     adv = s.r - (s.total - s.r) / others
     return s.finish(adv)
-
-
-def broadcast_to_tokens(advantages: Tensor, loss_mask: Tensor) -> Tensor:
-    """Spread one advantage per trajectory over its trained tokens.
-
-    A[i, t] = advantages[i] * loss_mask[i, t]  (outcome-level credit: every policy token of
-    trajectory i shares its advantage; env/tool tokens have loss_mask 0 and get 0).
-
-    Args:
-        advantages: [N]. loss_mask: [N, T] bool or 0/1 (or weights).
-
-    Returns:
-        [N, T] in the advantages' dtype.
-    """
-    if advantages.dim() != 1 or loss_mask.dim() != 2 or loss_mask.shape[0] != advantages.shape[0]:
-        raise ValueError(
-            f"expected advantages [N] and loss_mask [N, T], got {tuple(advantages.shape)} "
-            f"and {tuple(loss_mask.shape)}"
-        )
-    return advantages[:, None] * loss_mask.to(advantages.dtype)

@@ -50,7 +50,6 @@ __all__ = [
     "KL_ESTIMATORS",
     "KL_LOG_RATIO_CLAMP",
     "LOSS_AGGREGATIONS",
-    "aggregate_loss",
     "entropy_from_logits",
     "estimate_kl",
     "get_kl_estimator",
@@ -113,7 +112,7 @@ def ppo_clip_loss(
     Args:
         logprobs: [B, T] current policy logprobs of the sampled tokens (with grad).
         old_logprobs: [B, T] logprobs under the policy that sampled them (no grad needed).
-        advantages: [B, T] per-token advantages (see ``broadcast_to_tokens``).
+        advantages: [B, T] per-token advantages (ignored where ``loss_mask`` is 0).
         loss_mask: [B, T] bool or 0/1; 0 for prompt, env/tool and padding tokens.
         clip_eps_low, clip_eps_high: clip range [1 - low, 1 + high] (DAPO clip-higher).
         normalizer: see ``masked_mean``.
@@ -383,35 +382,6 @@ def token_loss_weights(
             raise ValueError(f"seq-mean-token-sum needs a norm_constant > 0, got {norm_constant}")
         w = torch.full_like(counts, 1.0 / (n * float(norm_constant)))
     return w.float()
-
-
-def aggregate_loss(
-    per_token: Tensor,
-    mask: Tensor,
-    mode: str = "token-mean",
-    *,
-    norm_constant: float | None = None,
-) -> Tensor:
-    """Reduce a per-token loss [n, T] to a scalar with one of the modes of :func:`token_loss_weights`.
-
-    loss = Σ_i w_i Σ_t mask_it · L_it; masked positions are dropped with ``torch.where`` (NaN there
-    never propagates).
-
-    Args:
-        per_token: [n, T] loss per token. mask: [n, T] bool or 0/1 (trained tokens).
-        mode, norm_constant: see :func:`token_loss_weights`.
-
-    Returns:
-        scalar tensor (grad flows to ``per_token``).
-    """
-    if per_token.dim() != 2 or per_token.shape != mask.shape:
-        raise ValueError(
-            f"per_token {tuple(per_token.shape)} and mask {tuple(mask.shape)} must both be [n, T]"
-        )
-    keep = mask != 0
-    w = token_loss_weights(keep.sum(dim=1), mode, norm_constant=norm_constant).to(per_token.device)
-    x = torch.where(keep, per_token, torch.zeros_like(per_token))
-    return (x.sum(dim=1) * w.to(x.dtype)).sum()
 
 
 def value_loss(

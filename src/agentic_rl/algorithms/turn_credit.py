@@ -1,8 +1,8 @@
 """Turn-level (step-level) credit assignment for multi-turn agents.
 
 Inputs are padded per-turn tensors ``[N, K]`` (N trajectories, K = most turns in the batch)
-with a ``turn_mask`` (1 = the trajectory has this turn). Turn advantages are spread over a
-turn's sampled tokens by :func:`turns_to_tokens`.
+with a ``turn_mask`` (1 = the trajectory has this turn). The trainer spreads a turn's advantage
+over that turn's sampled tokens (``spread_over_turns`` in the trainer's credit module).
 
 GiGPO (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent Training",
 arXiv:2505.10978, sec. 3):
@@ -33,7 +33,7 @@ from torch import Tensor
 from agentic_rl.algorithms.advantages import _GroupStats, grpo_advantages
 from agentic_rl.algorithms.returns import discounted_returns
 
-__all__ = ["gigpo_advantages", "turn_process_advantages", "turns_to_tokens"]
+__all__ = ["gigpo_advantages", "turn_process_advantages"]
 
 
 def _check_turns(name: str, x: Tensor, turn_mask: Tensor, n: int) -> Tensor:
@@ -152,37 +152,3 @@ def turn_process_advantages(
         keep, outcome[:, None] + process_coef * process_returns, torch.zeros_like(normed)
     )
     return out.to(torch.promote_types(outcome_rewards.dtype, torch.float32))
-
-
-def turns_to_tokens(turn_advantages: Tensor, token_turn_index: Tensor, loss_mask: Tensor) -> Tensor:
-    """Spread per-turn advantages over each turn's sampled tokens.
-
-    A[i, t] = turn_advantages[i, token_turn_index[i, t]] · loss_mask[i, t]; tokens with index −1
-    (outside any turn) or loss mask 0 (prompt, tool output, environment text) get 0.
-
-    Args:
-        turn_advantages: [N, K]. token_turn_index: [N, T] long, −1 = no turn.
-        loss_mask: [N, T] bool or 0/1.
-
-    Returns:
-        [N, T] in the advantages' dtype.
-
-    Raises:
-        ValueError: shapes disagree or an index ≥ K.
-    """
-    if (
-        token_turn_index.shape != loss_mask.shape
-        or token_turn_index.shape[0] != turn_advantages.shape[0]
-    ):
-        raise ValueError(
-            f"expected turn_advantages [N, K], token_turn_index and loss_mask [N, T], got "
-            f"{tuple(turn_advantages.shape)}, {tuple(token_turn_index.shape)}, {tuple(loss_mask.shape)}"
-        )
-    if token_turn_index.numel() and int(token_turn_index.max()) >= turn_advantages.shape[1]:
-        raise ValueError("token_turn_index refers to a turn beyond turn_advantages")
-    idx = token_turn_index.long()
-    if turn_advantages.shape[1] == 0:
-        return torch.zeros(idx.shape, dtype=turn_advantages.dtype, device=idx.device)
-    picked = turn_advantages.gather(1, idx.clamp(min=0))
-    keep = (idx >= 0) & (loss_mask != 0)
-    return torch.where(keep, picked, torch.zeros_like(picked))

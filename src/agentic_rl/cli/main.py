@@ -404,13 +404,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend_arguments(p)
     add_agent_argument(p)  # --agent MODULE:FUNCTION
     p.set_defaults(fn=_cmd_train)
-    p = sub.add_parser("eval", help="greedy evaluation of a model on the held-out tasks")
+    p = sub.add_parser(
+        "eval", help="evaluate a model (local, or hosted with --base-url) on the held-out tasks"
+    )
     p.add_argument("--config")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument(
         "--model",
         help="model to evaluate: a HF folder, .gguf, run directory or run checkpoint "
-        "(default: model.path of the config)",
+        "(default: model.path of the config); with --base-url the served model's name",
     )
     add_eval_arguments(p)
     p.set_defaults(fn=cmd_eval)

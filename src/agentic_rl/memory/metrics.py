@@ -25,13 +25,11 @@ memory_tokens       tokens spent on memory: the sampled tokens of turns with mem
                     ``Turn.context_reset``); a turn mixing memory and other calls counts
                     the memory share of its calls
 ==================  =====================================================================
-
-:func:`memory_metrics` aggregates them over many trajectories (means, and a pooled hit rate).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from agentic_rl.memory.tools import MEMORY_TOOL_NAMES
 from agentic_rl.types import MemoryEvent, Trajectory
@@ -47,7 +45,6 @@ __all__ = [
     "memory_store_size",
     "unused_writes",
     "memory_tokens",
-    "memory_metrics",
 ]
 
 
@@ -140,42 +137,3 @@ def memory_tokens(trajectory: Trajectory) -> float:
             spent += next((j for j, m in enumerate(mask) if m), len(mask))
         total += spent * n_memory / len(calls)
     return total
-
-
-_PER_TRAJECTORY = {
-    "memory_writes": memory_writes,
-    "memory_reads": memory_reads,
-    "memory_updates": memory_updates,
-    "memory_deletes": memory_deletes,
-    "memory_ops": memory_ops,
-    "memory_store_size": memory_store_size,
-    "unused_writes": unused_writes,
-    "memory_tokens": memory_tokens,
-}
-
-
-def memory_metrics(trajectories: Sequence[Trajectory], prefix: str = "memory") -> dict[str, float]:
-    """Means over trajectories of each per-trajectory metric, plus the pooled hit rate.
-
-    Returns:
-        ``{prefix}/<name>`` for every name of the module table; ``{prefix}/hit_rate`` is hits /
-        successful searches over all trajectories (0 without searches). ``{}`` for no trajectories.
-
-    Raises:
-        TypeError: as :func:`memory_events`.
-    """
-    if not trajectories:
-        return {}
-    n = len(trajectories)
-    out = {
-        f"{prefix}/{name[len('memory_') :] if name.startswith('memory_') else name}": sum(
-            fn(t) for t in trajectories
-        )
-        / n
-        for name, fn in _PER_TRAJECTORY.items()
-    }
-    searches = [e for t in trajectories for e in memory_events(t) if e.op == "search" and e.ok]
-    out[f"{prefix}/hit_rate"] = (
-        sum(e.hits > 0 for e in searches) / len(searches) if searches else 0.0
-    )
-    return out

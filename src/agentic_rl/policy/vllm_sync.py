@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentic_rl.policy.vllm_server import VLLMServer, VLLMServerError
+from agentic_rl.policy.vllm_server import VLLMServer
 
 log = logging.getLogger(__name__)
 
@@ -83,23 +83,6 @@ def _prune(root: Path, keep: Path) -> None:
     for old in root.glob("v*"):
         if old != keep and old.is_dir():
             shutil.rmtree(old, ignore_errors=True)
-
-
-def engine_weight_version(server: VLLMServer) -> str | None:
-    """The weight version the engine reports (``GET /weight_info``), None before any sync.
-
-    Raises:
-        VLLMServerError: the server cannot be reached.
-    """
-    import json
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"{server.root_url}/weight_info", timeout=30) as r:
-            return json.loads(r.read()).get("weight_version")
-    except (urllib.error.URLError, OSError) as exc:
-        raise VLLMServerError(f"GET /weight_info failed: {exc}") from None
 
 
 def sync_full_weights(
@@ -174,10 +157,10 @@ def sync_lora_adapter(
 ) -> float:
     """Hot-load the LoRA adapter in ``adapter_dir`` as model :func:`lora_model_name` (version).
 
-    ``adapter_dir`` is what ``peft_model.save_pretrained`` writes (e.g. from
-    :func:`agentic_rl.trainer.sampling.weight_sync.publish_weights`); each version needs its own
-    directory (vLLM does not invalidate prefix-cache blocks of an adapter reloaded from the
-    same path). Requests then pass ``model=lora_model_name(version)``.
+    ``adapter_dir`` is what ``peft_model.save_pretrained`` writes (the trainer's
+    :class:`~agentic_rl.trainer.sampling.backends.VLLMBackend` writes ``RUN_DIR/vllm-lora/v{version}``);
+    each version needs its own directory (vLLM does not invalidate prefix-cache blocks of an
+    adapter reloaded from the same path). Requests then pass ``model=lora_model_name(version)``.
 
     Args:
         server: a ready server started with ``enable_lora=True``.

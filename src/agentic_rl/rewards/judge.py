@@ -29,8 +29,8 @@ Batching, caching, failures, cost. :meth:`LLMJudge.prefetch` (the rubric's batch
 :meth:`~agentic_rl.rewards.rubric.Rubric.apply_batch`) renders the prompt of every trajectory,
 drops those whose key is cached (key: SHA-256 of the backend's name, the scale and the two
 messages, so the same judged text under the same rubric is never judged twice) and sends the
-rest to the backend in one call (the OpenAI backend runs them concurrently; the local-policy
-backend, :mod:`agentic_rl.rollout.policy_judge`, batches them into one ``generate``). A call
+rest to the backend in one call (the OpenAI backend runs them concurrently; a local model is
+served for it by ``agentic-rl serve-policy``, which batches concurrent requests). A call
 that times out, fails (HTTP error, connection refused) or gives an unparseable reply is not
 cached and makes the score function raise :class:`JudgeError`, so the rubric marks that
 trajectory failed (``Trajectory.failure``) and training excludes it, with an error logged:
@@ -347,8 +347,8 @@ class LLMJudge:
     """An LLM judge as rubric components (see the module docstring for prompt, parsing, cache).
 
     Args:
-        backend: the judge model (:class:`OpenAIJudgeBackend`, or
-            :class:`agentic_rl.rollout.policy_judge.PolicyJudgeBackend` for a local model).
+        backend: the judge model (:class:`OpenAIJudgeBackend`; a local model through
+            ``agentic-rl serve-policy --model PATH`` and its URL).
         criteria: what the judge grades, e.g. "coverage, credibility, citation quality".
         name: component name (``reward/<name>``; the cost is ``<name>_tokens``).
         scale: the integer rating scale ``(lo, hi)``.

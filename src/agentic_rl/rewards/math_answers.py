@@ -51,7 +51,6 @@ __all__ = [
     "MathVerdict",
     "check_answer",
     "extract_final_answer",
-    "math_equal",
     "plain_number",
     "single_number",
 ]
@@ -312,8 +311,3 @@ def check_answer(answer: str | None, gold: str) -> MathVerdict:
         )
     except Exception as exc:  # noqa: BLE001 - a verifier failure is reported in the verdict, not raised
         return MathVerdict(False, f"math-verify raised {type(exc).__name__}: {exc}"[:500])
-
-
-def math_equal(answer: str | None, gold: str) -> bool:
-    """True when ``answer`` is exactly one number equal to ``gold`` (:func:`check_answer`'s ``correct``)."""
-    return check_answer(answer, gold).correct

@@ -1,8 +1,9 @@
 """Episodes through any OpenAI-compatible chat-completions server, with tools (evaluation, data).
 
 For evaluation and data collection with a model the trainer does not hold (a hosted API, a vLLM
-or llama.cpp server): each turn sends the conversation to ``POST /v1/chat/completions`` with the
-env's tools (``tools=[{"type": "function", "function": schema}]``); the reply's tool calls,
+or llama.cpp server; ``agentic-rl eval --base-url URL`` runs it): each turn sends the
+conversation to ``POST /v1/chat/completions`` with the env's tools
+(``tools=[{"type": "function", "function": schema}]``); the reply's tool calls,
 structured (``message.tool_calls``) or written as ``<tool_call>…</tool_call>`` text (the
 format our envs describe in their system prompt), become the :class:`Action` the env steps.
 
@@ -171,6 +172,10 @@ def run_chat_episode(
     Raises:
         ValueError: ``temperature`` < 0 or ``max_tokens`` < 1.
     """
+    if temperature < 0 or max_tokens < 1:
+        raise ValueError(
+            f"need temperature >= 0 and max_tokens >= 1, got {temperature}, {max_tokens}"
+        )
     how = RolloutSampling(None, 0, temperature or 1.0, temperature == 0, max_tokens)
     ep = _ChatEpisode(env, seed, group_id, policy_version, how)
     try:

@@ -6,9 +6,8 @@ Given an env and a recorded :class:`~agentic_rl.types.Trajectory` of ``n`` turns
 ways to get the env there:
 
 * **snapshots** (``snapshots=`` a list where ``snapshots[i]`` is ``env.snapshot()`` taken after
-  ``i`` turns, e.g. recorded by :class:`SnapshottingEnv` during the rollout):
-  ``env.restore(snapshots[k])``. Works for envs whose state is not a function of the actions
-  alone.
+  ``i`` turns, e.g. by a caller that steps the env itself): ``env.restore(snapshots[k])``.
+  Works for envs whose state is not a function of the actions alone.
 * **replay** (default): ``env.reset(seed=trajectory.seed)`` and ``env.step`` with the recorded
   actions of turns ``0 .. k-1``, checking that every observation and reward equals the recorded
   one; a difference raises :class:`ReplayMismatchError` (the env is not deterministic given seed
@@ -31,10 +30,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentic_rl.envs.base import Env
-from agentic_rl.rewards import RewardWeights, Rubric
-from agentic_rl.types import Action, Message, Observation, StopReason, Trajectory
+from agentic_rl.types import Message, StopReason, Trajectory
 
-__all__ = ["ReplayMismatchError", "SnapshottingEnv", "rollback", "truncate_trajectory"]
+__all__ = ["ReplayMismatchError", "rollback", "truncate_trajectory"]
 
 
 class ReplayMismatchError(RuntimeError):
@@ -181,59 +179,3 @@ def _replay(env: Env, trajectory: Trajectory, k: int) -> None:
             raise ReplayMismatchError(
                 f"trajectory {tid}, turn {turn.index}: reward {reward} != recorded {turn.reward}"
             )
-
-
-class SnapshottingEnv(Env):
-    """An env that records ``snapshot()`` after ``reset`` and after every ``step`` (for :func:`rollback`).
-
-    ``snapshots[i]`` is the wrapped env's state after ``i`` turns of the current episode
-    (``reset`` clears the list). Use it in place of the env in a rollout, then roll back with
-    ``rollback(wrapper, trajectory, k, snapshots=wrapper.snapshots)``.
-
-    Args:
-        env: the env to wrap; it must support ``snapshot()``.
-    """
-
-    def __init__(self, env: Env):
-        self.env = env
-        self.env_id = env.env_id
-        self.description = env.description
-        self.snapshots: list[Any] = []
-
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Observation, dict[str, Any]]:
-        """``env.reset``, then the first snapshot.
-
-        Raises:
-            SnapshotNotSupportedError: the wrapped env cannot snapshot.
-        """
-        out = self.env.reset(seed=seed, options=options)
-        self.snapshots = [self.env.snapshot()]
-        return out
-
-    def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        """``env.step``, then a snapshot of the state it reached (raises as the wrapped env)."""
-        out = self.env.step(action)
-        self.snapshots.append(self.env.snapshot())
-        return out
-
-    def snapshot(self) -> Any:
-        """The wrapped env's snapshot."""
-        return self.env.snapshot()
-
-    def restore(self, snapshot: Any) -> None:
-        """Restore the wrapped env (raises as the wrapped env)."""
-        self.env.restore(snapshot)
-
-    def oracle_reply(self) -> str | None:
-        """The wrapped env's oracle reply."""
-        return self.env.oracle_reply()
-
-    def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
-        """The wrapped env's rubric."""
-        return self.env.rubric(weights)
-
-    def close(self) -> None:
-        """Close the wrapped env."""
-        self.env.close()

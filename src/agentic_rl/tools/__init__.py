@@ -20,7 +20,6 @@ from agentic_rl.tools.definition.tool import Tool, ToolArgumentError, execute_to
 from agentic_rl.tools.governance.audit import AuditLog
 from agentic_rl.tools.governance.executor import ExecutionReport, ToolExecutor
 from agentic_rl.tools.governance.permissions import Decision, PermissionPolicy
-from agentic_rl.tools.governance.risk_detector import SandboxRiskDetector
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, SandboxError, SandboxUnavailableError
 from agentic_rl.tools.sandbox.env_tools import SandboxedTools
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox
@@ -43,7 +42,6 @@ __all__ = [
     "PermissionPolicy",
     "SandboxConfig",
     "SandboxError",
-    "SandboxRiskDetector",
     "SandboxSnapshot",
     "SandboxUnavailableError",
     "SandboxedTools",

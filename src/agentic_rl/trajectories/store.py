@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 
 from agentic_rl.errors import RunDirError
 from agentic_rl.trajectories.arrow_schema import SCHEMA, records_to_table, row_to_record
-from agentic_rl.trajectories.serialize import trajectory_from_record, trajectory_to_record
+from agentic_rl.trajectories.serialize import trajectory_from_record
 from agentic_rl.types import StopReason, Trajectory
 
 _SHARD = re.compile(r"^part-(\d{6,})\.parquet$")
@@ -235,15 +235,6 @@ class TrajectoryStore:
         finally:
             tmp.unlink(missing_ok=True)
         return table.num_rows
-
-    def append_trajectories(self, trajectories: Iterable[Trajectory], **extra: Any) -> int:
-        """Append trajectories as records with ``extra`` keys (run_id, step, phase, ...).
-
-        Raises:
-            ValueError: an ``extra`` key collides with a trajectory field.
-            PermissionError, TypeError: as ``append``.
-        """
-        return self.append([trajectory_to_record(t, **extra) for t in trajectories])
 
     def delete_where(self, predicate: Callable[[dict[str, Any]], bool]) -> int:
         """Remove every record for which ``predicate(record)`` is true; return how many.

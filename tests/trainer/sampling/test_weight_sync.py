@@ -1,14 +1,11 @@
-"""Policy versions on trajectories and the publish (reload) path."""
+"""Policy versions on trajectories and their staleness."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 
 from agentic_rl.trainer.sampling.weight_sync import (
     policy_version_of,
-    publish_weights,
-    read_published_version,
     staleness,
     stamp_policy_version,
 )
@@ -43,18 +40,3 @@ def test_stamp_keeps_versions_a_backend_already_set():
     assert staleness([_traj()], 5) == {}
     with pytest.raises(ValueError, match="version"):
         stamp_policy_version([_traj()], -1)
-
-
-def test_published_weights_reload_identically(tiny_model_dir, tokenizer, tmp_path):
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
-    with torch.no_grad():
-        model.model.embed_tokens.weight.add_(0.5)  # "trained": differs from the start weights
-    path = publish_weights(model, tokenizer, tmp_path / "published", 3)
-    assert path.name == "v3" and read_published_version(path) == 3
-    reloaded = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    for (name, a), b in zip(model.state_dict().items(), reloaded.state_dict().values()):
-        assert torch.equal(a, b), name
-    with pytest.raises(FileNotFoundError):
-        read_published_version(tmp_path)

@@ -60,6 +60,7 @@ Known failure modes
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import sqlite3
@@ -89,6 +90,15 @@ INSTRUCTIONS_NO_MEMORY = (
 )
 
 
+@functools.cache
+def _minilm() -> Any:
+    """The process's one MiniLM embedder, shared by every env instance (loaded once; imported
+    only then: it loads sentence-transformers and torch)."""
+    from agentic_rl.memory.embeddings import MiniLMEmbedder
+
+    return MiniLMEmbedder()
+
+
 class MemoryRecallEnv(ToolEnv):
     """Customer facts across wiped sessions (see the module docstring).
 
@@ -99,13 +109,19 @@ class MemoryRecallEnv(ToolEnv):
         memory_path: SQLite file of the store (None: in memory; required for non-episode scopes).
         scope: ``episode``, ``task_family`` or ``persistent``. namespace: the task family's name.
         max_entries, max_chars, when_full: the store's limits (:class:`MemoryStore`).
+        retrieval: how ``memory_search`` ranks entries: ``bm25`` (lexical, the default) or
+            ``minilm`` (cosine similarity of all-MiniLM-L6-v2 embeddings,
+            :class:`~agentic_rl.memory.embeddings.MiniLMEmbedder`; extra ``embeddings``), e.g.
+            ``--set env.kwargs='{retrieval="minilm"}'``.
         max_session_turns: replies after which a session ends unanswered.
         extra_tools: more tools offered beside memory (their permission comes from ``permissions``).
         permissions: a ``[tools.permissions]`` table; None allows the memory tools and denies others.
         audit_path: JSON-lines audit log; None audits nothing. run_id: written into audit records.
 
     Raises:
-        ValueError: a wrong level, count, scope, limit or permission key (named in the message).
+        ValueError: a wrong level, count, scope, limit, retrieval or permission key (named in
+            the message).
+        AgenticRLError: ``retrieval="minilm"`` without the extra ``embeddings``.
     """
 
     description = (
@@ -128,6 +144,7 @@ class MemoryRecallEnv(ToolEnv):
         max_entries: int = 16,
         max_chars: int = 300,
         when_full: str = "refuse",
+        retrieval: str = "bm25",
         max_session_turns: int = 3,
         extra_tools: Sequence[Tool] = (),
         permissions: dict[str, Any] | None = None,
@@ -145,6 +162,8 @@ class MemoryRecallEnv(ToolEnv):
             raise ValueError(f"scope {scope!r} outlives the episode: set memory_path")
         if max_session_turns < 1:
             raise ValueError(f"max_session_turns must be >= 1, got {max_session_turns}")
+        if retrieval not in ("bm25", "minilm"):
+            raise ValueError(f"retrieval must be 'bm25' or 'minilm', got {retrieval!r}")
         self.max_session_turns = int(max_session_turns)
         self.memory_enabled = bool(memory)
         self.scope = Scope(scope)
@@ -155,6 +174,7 @@ class MemoryRecallEnv(ToolEnv):
             max_entries=max_entries,
             max_chars=max_chars,
             when_full=when_full,
+            embedder=_minilm() if retrieval == "minilm" else None,
         )
         self.memory_path = memory_path
         self.kit = MemoryToolkit(self.store)

@@ -47,7 +47,6 @@ __all__ = [
     "apply_mutation",
     "functions",
     "mutate",
-    "mutations",
     "sites",
 ]
 
@@ -412,18 +411,6 @@ def mutate(source: str, site: Site) -> Mutation | None:
     if block is None:
         return None
     return Mutation(site.kind, site.qualname, block[0], block[1], block[2], change)
-
-
-def mutations(source: str, kind: str) -> list[Mutation]:
-    """Every verified mutation of ``kind`` in the functions of module ``source``, in
-    :func:`sites` order (slow for a large module: one parse per site).
-
-    Raises:
-        ValueError: ``kind`` is not one of :data:`KINDS`.
-        SyntaxError: ``source`` does not parse.
-    """
-    found = (mutate(source, site) for site in sites(source, (kind,)))
-    return [m for m in found if m is not None]
 
 
 def apply_mutation(source: str, mutation: Mutation, *, reverse: bool = False) -> str:

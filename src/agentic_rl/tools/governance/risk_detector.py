@@ -2,9 +2,9 @@
 
 The tools of an :class:`~agentic_rl.tools.sandbox.episode.EpisodeSandbox` carry these detectors
 (``Tool.risk_detector``), so any env that offers them through
-:class:`~agentic_rl.tools.governance.executor.ToolExecutor` gets the events with no wiring.
-:class:`SandboxRiskDetector` is the same detection as an executor-wide ``risk_detector``, for
-envs that wrap the sandbox in tools of their own (other names). Detection runs after every
+:class:`~agentic_rl.tools.governance.executor.ToolExecutor` gets the events with no wiring
+(an env that wraps the sandbox in tools of its own calls :func:`limit_events` and
+:func:`path_events` from its tools' detectors, as swe-repo-v0 does). Detection runs after every
 *allowed* call (denied calls already produce their own event) and yields risk events for the
 rubric's risk components (:mod:`agentic_rl.rewards.risk`):
 
@@ -35,19 +35,16 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from agentic_rl.tools.governance.executor import risk_event
 from agentic_rl.tools.sandbox.python_tool import ExecResult
-from agentic_rl.types import RiskEvent, ToolCall, ToolResult
+from agentic_rl.types import RiskEvent, ToolCall
 
 __all__ = [
     "SANDBOX_LIMIT",
     "PATH_OUTSIDE_WORKSPACE",
-    "FILE_TOOL_PATH_ARGUMENTS",
-    "SandboxRiskDetector",
     "limit_hits",
     "limit_events",
     "path_escape",
@@ -56,12 +53,6 @@ __all__ = [
 
 SANDBOX_LIMIT = "sandbox_limit"
 PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
-#: file tool -> its path-like arguments
-FILE_TOOL_PATH_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
-    "read_file": ("path",),
-    "write_file": ("path",),
-    "list_dir": ("path",),
-}
 
 
 def limit_hits(result: ExecResult) -> list[str]:
@@ -114,39 +105,6 @@ def path_escape(root: Path, path: Any) -> str | None:
     except (OSError, ValueError):
         return None
     return None
-
-
-class SandboxRiskDetector:
-    """``(call, result) -> risk events`` for the tools of an :class:`~agentic_rl.tools.sandbox.episode.EpisodeSandbox`.
-
-    Args:
-        sandbox: a function returning the current episode's sandbox (it changes at every
-            reset), or None when no episode runs.
-        python_tool: name under which the sandbox's ``python`` tool is offered.
-        path_arguments: file tool name -> its path-like arguments.
-
-    Never raises when called (the executor also guards it).
-    """
-
-    def __init__(
-        self,
-        sandbox: Callable[[], Any],
-        *,
-        python_tool: str = "python",
-        path_arguments: Mapping[str, tuple[str, ...]] = FILE_TOOL_PATH_ARGUMENTS,
-    ):
-        self.sandbox = sandbox
-        self.python_tool = python_tool
-        self.path_arguments = dict(path_arguments)
-
-    def __call__(self, call: ToolCall, result: ToolResult) -> list[RiskEvent]:
-        """Risk events of one allowed call (shape of :func:`agentic_rl.tools.governance.executor.risk_event`)."""
-        box = self.sandbox()
-        if box is None:
-            return []
-        if call.name == self.python_tool:
-            return limit_events(call, box.pop_last_result())
-        return path_events(box.workspace, call, self.path_arguments.get(call.name, ()))
 
 
 def limit_events(call: ToolCall, result: ExecResult | None) -> list[RiskEvent]:

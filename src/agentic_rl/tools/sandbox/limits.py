@@ -43,7 +43,6 @@ import functools
 import logging
 import os
 import shutil
-import signal
 import tempfile
 from pathlib import Path
 
@@ -286,12 +285,3 @@ class WholeLimits:
             self.mounted = False
         shutil.rmtree(self.directory, ignore_errors=True)
         self.registration.release()
-
-
-def kill_by_marker(marker: str) -> None:
-    """SIGKILL every process whose command line contains ``marker``. Never raises."""
-    from agentic_rl._watchdog import _matching
-
-    for pid in _matching([marker.encode()], set()):
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
