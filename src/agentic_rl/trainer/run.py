@@ -13,7 +13,7 @@ import dataclasses
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -43,15 +43,13 @@ from agentic_rl.trainer.records.model_setup import trainable_model
 from agentic_rl.trainer.records.run_dir import MetricsLog
 from agentic_rl.trainer.records.tracking import run_metrics_log
 from agentic_rl.trainer.sampling.backends import RolloutBackend, make_backend
-from agentic_rl.trainer.sampling.task_pool import TaskPool
+from agentic_rl.trainer.sampling.task_pool import TaskPool, TaskSource
 from agentic_rl.trajectories import RUN_STORE_DIRNAME, TrajectoryStore, trajectory_to_record
 from agentic_rl.types import Trajectory
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from agentic_rl.trainer.sampling.agent_rollouts import AgentSession
-    from agentic_rl.trainer.sampling.mixture import MixturePool
 
 __all__ = [
     "Run",
@@ -65,6 +63,20 @@ __all__ = [
     "store",
     "validate",
 ]
+
+
+class AgentHandle(Protocol):
+    """What the recipe calls on an ``[agent]`` run's session
+    (:class:`~agentic_rl.trainer.sampling.agent_rollouts.AgentSession`; typed here by what is
+    used, so this module imports no rollout code)."""
+
+    def metrics(self, batch: Any) -> dict[str, float]:
+        """The agent's rollout metrics of one sampled batch."""
+        ...
+
+    def close(self) -> None:
+        """Stop the policy server and the agent runner."""
+        ...
 
 
 @dataclass
@@ -82,7 +94,7 @@ class TrainerState:
     """
 
     backend: RolloutBackend | None = None
-    agent: AgentSession | None = None
+    agent: AgentHandle | None = None
     evals: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -127,7 +139,7 @@ class Run:
     store: TrajectoryStore | None
     scale: ScaleOut = field(default_factory=ScaleOut)
     critic: Critic | None = None
-    task_pool: TaskPool | MixturePool | None = None
+    task_pool: TaskSource | None = None
     placement: Placement = field(default_factory=lambda: Placement(torch.device("cpu")))
     loss: LossSettings | None = None
     state: TrainerState = field(default_factory=TrainerState)
@@ -322,7 +334,7 @@ def store(
     )
 
 
-def make_task_pool(run: Run) -> TaskPool | MixturePool | None:
+def make_task_pool(run: Run) -> TaskSource | None:
     """The run's task pool: a :class:`TaskPool`, None for ``task_sampling = "sequential"``, a
     mixture's :class:`~agentic_rl.trainer.sampling.mixture.MixturePool`; a candidate's level is read from a
     fresh env's reset info (``info["level"]``); an env without levels is probed once."""

@@ -32,12 +32,37 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from agentic_rl.types import Trajectory
 
 #: seeds of RL tasks are drawn from [train_seed_start, train_seed_start + TRAIN_SEED_SPAN): below the
 #: warm-up (500,000+) and held-out (1,000,000+) seeds of the default config
 TRAIN_SEED_SPAN = 400_000
+
+
+class TaskSource(Protocol):
+    """Where an RL step's task seeds come from: a :class:`TaskPool`, or a mixture's
+    :class:`~agentic_rl.trainer.sampling.mixture.MixturePool` (whose tasks are (env, seed) pairs).
+    ``Run.task_pool`` is typed by this, so the run imports no mixture code."""
+
+    def draw(self, n: int, exclude: Sequence[Any] = ()) -> list[Any]:
+        """``n`` distinct tasks not in ``exclude``."""
+        ...
+
+    def update(
+        self, trajectories: Sequence[Trajectory], is_success: Callable[[Trajectory], bool]
+    ) -> None:
+        """Learn from a round's rollouts (difficulty weights, reward moments)."""
+        ...
+
+    def state(self) -> dict:
+        """JSON-serialisable state for checkpoints."""
+        ...
+
+    def load_state(self, state: dict) -> None:
+        """Restore what :meth:`state` returned."""
+        ...
 
 
 @dataclass
