@@ -226,3 +226,28 @@ def test_a_two_step_rl_run_in_gemma3_270m_s_format(tmp_path):
         assert [c.name for c in demo.turns[0].action.tool_calls] == ["calculator"]
         assert demo.turns[0].token_ids[0] == 2  # <bos>, once, from the template
         assert demo.turns[0].token_ids.count(2) == 1
+
+
+def test_a_named_models_recipe_fills_only_what_the_command_line_leaves_open():
+    """``train --model gemma3-270m`` gets the model's measured learning rate (the default 3e-5
+    collapses it after one RL step, docs/training_runs.md); ``--set optim.lr`` still wins, and
+    ``--set model.path=gemma3-270m`` gets the recipe too; other models get none."""
+    from argparse import Namespace
+
+    from agentic_rl.cli.main import model_overrides
+    from agentic_rl.errors import AgenticRLError
+
+    assert model_overrides(Namespace(model="gemma3-270m", set=[])) == [
+        'model.path="gemma3-270m"',
+        "optim.lr=3e-6",
+    ]
+    assert model_overrides(Namespace(model="gemma3-270m", set=["optim.lr=1e-5"])) == [
+        'model.path="gemma3-270m"'
+    ]
+    assert model_overrides(Namespace(model=None, set=["model.path='gemma3-270m'"])) == [
+        "optim.lr=3e-6"
+    ]
+    assert model_overrides(Namespace(model="default", set=[])) == ['model.path="default"']
+    assert model_overrides(Namespace(model=None, set=[])) == []
+    with pytest.raises(AgenticRLError, match="both name the model"):
+        model_overrides(Namespace(model="default", set=["model.path=x"]))

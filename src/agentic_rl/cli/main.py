@@ -235,16 +235,31 @@ def scale_overrides(args) -> list[str]:
 
 
 def model_overrides(args) -> list[str]:
-    """``--set`` item of ``train --model PATH`` (``model.path``).
+    """``--set`` items of ``train --model PATH`` (``model.path``), and a named model's recipe
+    (:attr:`~agentic_rl.policy.named_models.NamedModel.recipe`, e.g. gemma3-270m's learning
+    rate) for the keys ``--set`` does not give, whether ``--model`` or ``--set model.path``
+    names it.
 
     Raises:
         AgenticRLError: ``--set model.path=…`` names a model too.
     """
-    if args.model is None:
-        return []
-    if any(s.split("=", 1)[0].strip() == "model.path" for s in args.set):
-        raise AgenticRLError("--model and --set model.path both name the model; give one of them")
-    return [f"model.path={json.dumps(args.model)}"]
+    from agentic_rl.policy.named_models import NAMED_MODELS
+
+    def key(item: str) -> str:
+        return item.split("=", 1)[0].strip()
+
+    given = {key(s): s.split("=", 1)[-1].strip().strip("'\"") for s in args.set}
+    out = []
+    if args.model is not None:
+        if "model.path" in given:
+            raise AgenticRLError(
+                "--model and --set model.path both name the model; give one of them"
+            )
+        out.append(f"model.path={json.dumps(args.model)}")
+    named = NAMED_MODELS.get(args.model if args.model is not None else given.get("model.path", ""))
+    if named is not None:
+        out += [item for item in named.recipe if key(item) not in given]
+    return out
 
 
 def backend_overrides(args) -> list[str]:
