@@ -43,7 +43,7 @@ from agentic_rl.envs.adapters.openenv import (
     resolve_openenv_id,
 )
 from agentic_rl.envs.checker import check_env
-from agentic_rl.envs.contract import play_oracle
+from agentic_rl.envs.oracle_success import play_oracle
 from agentic_rl.envs.registry import gymnasium_id, register_family_in_gymnasium
 from agentic_rl.errors import EnvUnavailableError, UnknownEnvError
 from agentic_rl.trainer.run_dir import MetricsLog

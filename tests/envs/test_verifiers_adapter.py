@@ -42,7 +42,7 @@ if not any(VF_PYTHON.parent.parent.glob("lib/python*/site-packages/verifiers/v1"
 
 from agentic_rl.cli.main import main  # noqa: E402
 from agentic_rl.envs import make  # noqa: E402
-from agentic_rl.envs.contract import play_oracle  # noqa: E402
+from agentic_rl.envs.oracle_success import play_oracle  # noqa: E402
 from agentic_rl.envs.registry import gymnasium_id  # noqa: E402
 from agentic_rl.errors import UnknownEnvError  # noqa: E402
 from agentic_rl.trainer.run_dir import MetricsLog  # noqa: E402
