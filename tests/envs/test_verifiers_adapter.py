@@ -121,7 +121,7 @@ def test_python_lookup(monkeypatch):
         find_verifiers_python()
     monkeypatch.setenv(PYTHON_ENV_VAR, str(VF_PYTHON))
     assert find_verifiers_python() == VF_PYTHON
-    assert "warmup.enabled" not in resolve_verifiers_id(ENV_ID)[0].recipe_overrides  # an oracle
+    assert "warmup.enabled" not in resolve_verifiers_id(ENV_ID).recipe_overrides  # an oracle
 
 
 def test_gymnasium_check_env_passes():
