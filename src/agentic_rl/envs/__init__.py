@@ -39,7 +39,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """The env classes of :data:`_LAZY`, imported on first access.
+    """The env classes named in ``__all__``, imported on first access (PEP 562).
 
     Raises:
         AttributeError: not a public name of this package.
@@ -57,7 +57,12 @@ __all__ = [
     "EpisodeEndedError",
     "EpisodeNotStartedError",
     "EpisodeState",
-    *_LAZY,
+    "ToolEnv",
+    "CalculatorEnv",
+    "CodeRepairEnv",
+    "SearchQAEnv",
+    "ResearchReportEnv",
+    "MemoryRecallEnv",
     "families",
     "get_spec",
     "make",

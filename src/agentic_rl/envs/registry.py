@@ -261,16 +261,16 @@ def _check_kwargs(env_id: str, factory: Callable[..., Env], kwargs: dict[str, An
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):  # no signature to read (a builtin): the call will tell
         return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
     named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     accepted = [name for name, p in params.items() if p.kind in named]
-    unknown = [k for k in kwargs if k not in accepted]
-    if "permissions" in unknown:
-        raise TypeError(
+    if "permissions" in kwargs and "permissions" not in accepted:  # not even through **kwargs:
+        raise TypeError(  # a table the env would not apply (or would pass on to a game's kwargs)
             f"tools.permissions is set, but env {env_id!r} takes no 'context' or 'permissions' "
             "argument (an env receives the run's EnvContext through a 'context' parameter)"
         )
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = [k for k in kwargs if k not in accepted]
     if unknown:
         raise TypeError(
             f"{env_id} takes no argument {', '.join(repr(k) for k in unknown)}"

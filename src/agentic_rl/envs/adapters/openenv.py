@@ -417,8 +417,10 @@ def resolve_openenv_id(env_id: str) -> EnvSpec:
     _require_openenv()
     module = match.group(1)
 
-    def factory(max_turns: int = 5, **kwargs: Any) -> OpenEnvEnv:
-        return OpenEnvEnv(module, max_turns=max_turns, **kwargs)
+    def factory(
+        max_turns: int = 5, context: EnvContext = EnvContext(), **kwargs: Any
+    ) -> OpenEnvEnv:
+        return OpenEnvEnv(module, max_turns=max_turns, context=context, **kwargs)
 
     overrides = dict(OPENENV_RECIPE)
     if module not in _ORACLES:  # no demonstrations and no guidance without an oracle

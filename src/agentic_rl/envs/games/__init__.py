@@ -62,4 +62,14 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
 
 
-__all__ = [*_LAZY, "TEXTARENA_IDS"]
+__all__ = [
+    "CliffWalkingTextEnv",
+    "FrozenLakeTextEnv",
+    "GymTextEnv",
+    "TEXTARENA_IDS",
+    "TaxiTextEnv",
+    "TextArenaEnv",
+    "TextWorldEnv",
+    "game_rubric",
+    "gym_text_env",
+]
