@@ -121,3 +121,10 @@ def test_replayed_records_rebuild_with_their_permissions():
     env = make("calculator-v0", **stored)
     env.reset(seed=0)
     assert env.step(CALL)[0].risk_events[0].denied
+
+
+def test_a_permissions_table_never_slips_into_a_factorys_other_kwargs():
+    """A factory with ``**kwargs`` but no ``context`` (TextArena's game kwargs) gets the
+    tools.permissions error, not a table passed on as a game setting."""
+    with pytest.raises(TypeError, match="^tools.permissions is set, but env 'ta-sudoku-v0'"):
+        make("ta-sudoku-v0", permissions={"default": "deny"})
