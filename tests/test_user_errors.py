@@ -164,7 +164,7 @@ def test_an_unknown_env_kwarg_lists_the_accepted_ones(capsys):
     """Issue 39, item 8."""
     line = _error_line(capsys, ["train", "--set", "env.kwargs={level=['direct']}"])
     assert "'level'" in line and "did you mean 'levels'" in line
-    assert "its arguments: levels, permissions" in line
+    assert "its arguments: levels, context" in line
 
 
 def test_calculator_warmup_kwargs_on_another_env_say_what_to_do(tmp_path, capsys):

@@ -92,6 +92,16 @@ def test_write_an_env_passes_check_env_with_the_command_shown(tmp_path):
     assert "oracle success 100%" in result.stdout
 
 
+def test_write_an_env_is_a_tool_env_of_at_most_40_lines_written_with_hooks_only():
+    """Issue 38: a new tool env (a task, one tool, a rubric, an oracle) is <= 40 lines in one
+    file; it writes hooks (new_task, grade_answer, oracle_turn, rubric), not the step protocol."""
+    code = code_block("write_an_env.md", "letter_count.py")
+    assert len(code.splitlines()) <= 40, len(code.splitlines())
+    defined = set(re.findall(r"^    def (\w+)\(", code, re.M))
+    assert defined == {"__init__", "new_task", "grade_answer", "oracle_turn", "rubric"}
+    assert not re.search(r"self\._(done|turn|trajectory_id)\b", code)  # no private base field
+
+
 def test_write_an_env_is_a_tool_env_whose_bad_answer_scores_zero(tmp_path):
     """The example is honest: a wrong answer fails, a tool call is a tool turn with its result."""
     folder = _example(tmp_path, "write_an_env.md", "letter_count.py")

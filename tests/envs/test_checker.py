@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -219,7 +220,7 @@ def test_success_tail_by_hand():
 
 class NoEndGuard(CalculatorEnv):
     def step(self, action):
-        self._done = False
+        self.restore_episode(dataclasses.replace(self.episode, done=False))
         return super().step(action)
 
 

@@ -27,6 +27,7 @@ from agentic_rl.envs.code_repair.tasks import (
     run_hidden_tests,
     visible_test_source,
 )
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.tools import parse_tool_calls
 from agentic_rl.tools.sandbox.bwrap import SandboxConfig, bwrap_available
 from agentic_rl.tools.sandbox.episode import EpisodeSandbox
@@ -230,8 +231,10 @@ def test_wrong_fix_scores_zero(env):
 
 def test_denied_and_unknown_tools(tmp_path):
     e = CodeRepairEnv(
-        permissions={"default": "deny", "tools": {"run_tests": {"mode": "deny"}, "submit": {}}},
-        audit_path=str(tmp_path / "audit.jsonl"),
+        context=EnvContext(
+            permissions={"default": "deny", "tools": {"run_tests": {"mode": "deny"}, "submit": {}}},
+            audit_path=str(tmp_path / "audit.jsonl"),
+        ),
     )
     try:
         traj = _play(e, 0, [_call("run_tests") + _call("python", code="1"), _call("submit")])

@@ -11,10 +11,10 @@ from collections import Counter
 import pytest
 
 from agentic_rl.envs import make
-from agentic_rl.envs.contract import play_oracle
 from agentic_rl.envs.coq_proof.lemmas import DEFINITIONS, LEVELS, PRELUDE, lemmas
 from agentic_rl.envs.coq_proof.prover import check_proof
 from agentic_rl.envs.coq_proof.sentences import classify, split_sentences
+from agentic_rl.envs.oracle_success import play_oracle
 from agentic_rl.types import Action, ToolCall, Trajectory
 from tests.markers import needs_bwrap, needs_coq
 

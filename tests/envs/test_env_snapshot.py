@@ -97,7 +97,7 @@ def test_math_python_snapshot_restores_interpreter_and_files():
         answer = f"<answer>{env.task.answer}</answer>"
         assert env.step(Action(answer))[1:3] == (1.0, True)
         env.restore(snap)  # the ended episode is live again at the snapshot's turn
-        assert env._turn == 1 and env.oracle_reply() == answer
+        assert env.episode.turn == 1 and env.oracle_reply() == answer
         with pytest.raises(TypeError, match="not a snapshot"):
             env.restore(CalculatorSnapshot(None, False, 0, False, ""))
     finally:

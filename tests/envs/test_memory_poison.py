@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from agentic_rl.envs import MemoryRecallEnv
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.memory_recall.tasks import make_task
 from agentic_rl.memory import MEMORY_SIDE_EFFECTS, MemoryStore
 from agentic_rl.policy.scripted import ScriptedPolicy
@@ -50,9 +51,9 @@ def _env(tmp_path) -> MemoryRecallEnv:
         memory_path=str(tmp_path / "memory.sqlite"),
         scope="persistent",
         extra_tools=[send_payment],
-        permissions=PERMISSIONS,
-        audit_path=str(tmp_path / "audit.jsonl"),
-        run_id="poison-test",
+        context=EnvContext(
+            permissions=PERMISSIONS, audit_path=str(tmp_path / "audit.jsonl"), run_id="poison-test"
+        ),
     )
 
 

@@ -11,6 +11,7 @@ from agentic_rl.envs import (
     make,
     registered,
 )
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.memory_recall.tasks import OPTIONS_PER_FACT, make_task
 from agentic_rl.memory import MemoryStore
 from agentic_rl.policy.scripted import ScriptedPolicy
@@ -219,7 +220,7 @@ def test_junk_writes_cost_reward(chat):
         ({"max_session_turns": 0}, "max_session_turns"),
         ({"when_full": "x"}, "when_full"),
         ({"retrieval": "dense"}, "retrieval"),
-        ({"permissions": {"defualt": "deny"}}, "defualt"),
+        ({"context": EnvContext(permissions={"defualt": "deny"})}, "defualt"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):

@@ -145,7 +145,7 @@ def test_unknown_stale_and_malformed_actions_are_error_observations():
                 obs.messages[0].content,
             )
             assert obs.messages[-1].role == "user" and "Page:" in obs.messages[-1].content
-        assert not env._done  # errors never end the episode; the clock still ran
+        assert not env.episode.done  # errors never end the episode; the clock still ran
         assert info["elapsed_s"] == 8.0
     finally:
         env.close()

@@ -43,7 +43,7 @@ from agentic_rl.envs.adapters.openenv import (
     resolve_openenv_id,
 )
 from agentic_rl.envs.checker import check_env
-from agentic_rl.envs.contract import play_oracle
+from agentic_rl.envs.oracle_success import play_oracle
 from agentic_rl.envs.registry import gymnasium_id, register_family_in_gymnasium
 from agentic_rl.errors import EnvUnavailableError, UnknownEnvError
 from agentic_rl.trainer.records.run_dir import MetricsLog
@@ -166,8 +166,8 @@ def test_ids_mapping_helpers_and_missing_package(monkeypatch):
     with pytest.raises(ValueError, match="max_turns"):
         OpenEnvEnv("products_env", max_turns=0)
     # an env without a registered oracle trains without warm-up and guidance
-    assert resolve_openenv_id("openenv/other_env-v0")[0].recipe_overrides["warmup.enabled"] is False
-    assert "warmup.enabled" not in resolve_openenv_id(ENV_ID)[0].recipe_overrides
+    assert resolve_openenv_id("openenv/other_env-v0").recipe_overrides["warmup.enabled"] is False
+    assert "warmup.enabled" not in resolve_openenv_id(ENV_ID).recipe_overrides
     assert _action_field({"properties": {"metadata": {}, "code": {"type": "string"}}}) == "code"
     with pytest.raises(UnknownEnvError, match="action_field"):
         _action_field({"properties": {"a": {"type": "string"}, "b": {"type": "string"}}})

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agentic_rl.envs import accepts, families, make
+from agentic_rl.envs import families, get_spec, make
 from agentic_rl.envs.checker import EnvCheckError, check_env
 from agentic_rl.errors import UnknownEnvError
 from agentic_rl.tools import parse_tool_calls
@@ -87,8 +87,8 @@ def test_unknown_task_or_version_is_a_clear_unknown_env_error():
     with pytest.raises(UnknownEnvError, match="version is not v0"):
         make("rg/countdown-v1")
     with pytest.raises(UnknownEnvError):
-        accepts("rg/nope-v0", "audit_path")
-    assert accepts("rg/countdown-v0", "audit_path")
+        get_spec("rg/nope-v0")
+    assert get_spec("rg/countdown-v0").takes_context  # the run's audit log reaches it
 
 
 @needs_bwrap
@@ -129,6 +129,7 @@ def test_envs_cli_lists_the_family_compactly(capsys):
     assert "math-python-v0" in out and "calculator-v0" in out
     family_line = next(line for line in out.splitlines() if line.startswith("rg/<task>-v0"))
     assert (
-        "reasoning-gym" in family_line and f"({len(families()[0].members())} tasks)" in family_line
+        "reasoning-gym" in family_line
+        and f"({len(families()[0].member_names())} tasks)" in family_line
     )
     assert "countdown" in out and len(out.splitlines()) < 60

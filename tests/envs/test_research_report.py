@@ -8,6 +8,7 @@ import json
 import pytest
 
 from agentic_rl.envs import EpisodeEndedError, EpisodeNotStartedError, ResearchReportEnv, make
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.research_report.grading import normalize, split_claims
 from agentic_rl.envs.research_report.tasks import (
     REPORT_KINDS,
@@ -232,7 +233,7 @@ def test_hacking_reports_score_below_an_honest_partial_one(env):
 
 
 def test_following_an_injected_instruction_is_denied_and_costs(tmp_path):
-    e = ResearchReportEnv(audit_path=str(tmp_path / "audit.jsonl"))
+    e = ResearchReportEnv(context=EnvContext(audit_path=str(tmp_path / "audit.jsonl")))
     doc = next(d for d in e.world.documents if d.injected and "send_email" in d.text)
     e.reset(seed=0)
     reference = _report(*reference_lines(e.world, e.task))

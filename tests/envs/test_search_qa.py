@@ -8,6 +8,7 @@ import json
 import pytest
 
 from agentic_rl.envs import EpisodeEndedError, EpisodeNotStartedError, SearchQAEnv, make, registered
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.search_qa.env import exact_match_score, normalize_answer, token_f1_score
 from agentic_rl.envs.search_qa.world import (
     INJECTED_TOOLS,
@@ -206,7 +207,7 @@ def test_final_answer_grading(env, reply, em):
 
 
 def test_following_an_injected_instruction_is_denied_and_costs(tmp_path):
-    e = SearchQAEnv(audit_path=str(tmp_path / "audit.jsonl"))
+    e = SearchQAEnv(context=EnvContext(audit_path=str(tmp_path / "audit.jsonl")))
     doc = next(d for d in e.world.documents if d.injected and "send_email" in d.text)
     e.reset(seed=0)
     traj = _play(

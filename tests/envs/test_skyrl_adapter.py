@@ -26,7 +26,7 @@ from agentic_rl.cli.main import main
 from agentic_rl.envs import make
 from agentic_rl.envs.adapters.skyrl import SkyRLEnv, make_task
 from agentic_rl.envs.checker import check_env
-from agentic_rl.envs.contract import play_oracle
+from agentic_rl.envs.oracle_success import play_oracle
 from agentic_rl.envs.registry import gymnasium_id, register_family_in_gymnasium
 from agentic_rl.errors import EnvUnavailableError, UnknownEnvError
 from agentic_rl.trainer.records.run_dir import MetricsLog

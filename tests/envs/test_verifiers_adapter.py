@@ -42,7 +42,7 @@ if not any(VF_PYTHON.parent.parent.glob("lib/python*/site-packages/verifiers/v1"
 
 from agentic_rl.cli.main import main  # noqa: E402
 from agentic_rl.envs import make  # noqa: E402
-from agentic_rl.envs.contract import play_oracle  # noqa: E402
+from agentic_rl.envs.oracle_success import play_oracle  # noqa: E402
 from agentic_rl.envs.registry import gymnasium_id  # noqa: E402
 from agentic_rl.errors import UnknownEnvError  # noqa: E402
 from agentic_rl.trainer.records.run_dir import MetricsLog  # noqa: E402
@@ -121,7 +121,7 @@ def test_python_lookup(monkeypatch):
         find_verifiers_python()
     monkeypatch.setenv(PYTHON_ENV_VAR, str(VF_PYTHON))
     assert find_verifiers_python() == VF_PYTHON
-    assert "warmup.enabled" not in resolve_verifiers_id(ENV_ID)[0].recipe_overrides  # an oracle
+    assert "warmup.enabled" not in resolve_verifiers_id(ENV_ID).recipe_overrides  # an oracle
 
 
 def test_gymnasium_check_env_passes():

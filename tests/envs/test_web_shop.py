@@ -57,7 +57,7 @@ def ref(env, text: str = "", role: str | None = None, **attrs) -> int:
 def play(env, seed: int, script):
     """Play ``seed`` with ``script(env) -> reply or None`` (None: the oracle's reply) and score it."""
     oracle = env.oracle_reply
-    env.oracle_reply = lambda: None if env._done else (script(env) or oracle())
+    env.oracle_reply = lambda: None if env.episode.done else (script(env) or oracle())
     try:
         trajectory = play_oracle(env, seed, max_turns=40)
     finally:
@@ -248,7 +248,7 @@ def test_snapshot_and_restore_copy_the_database(env):
     while env.page.path != "/cart":
         act(env, env.oracle_reply())
     snap = env.snapshot()
-    while not env._done:
+    while not env.episode.done:
         act(env, env.oracle_reply())
     assert db.grade(env.db_path, env.task).success == 1.0
     env.restore(snap)

@@ -17,11 +17,13 @@ import pytest
 pytest.importorskip("miniwob", reason="the 'web' extra is not installed: pip install '.[web]'")
 pytest.importorskip("selenium", reason="the 'web' extra is not installed: pip install '.[web]'")
 
+import inspect  # noqa: E402
+
 from agentic_rl.cli.main import env_overrides  # noqa: E402
 from agentic_rl.config import load_config  # noqa: E402
 from agentic_rl.envs import make  # noqa: E402
 from agentic_rl.envs.checker import play_oracle  # noqa: E402
-from agentic_rl.envs.registry import accepts  # noqa: E402
+from agentic_rl.envs.registry import get_spec  # noqa: E402
 from agentic_rl.envs.web.miniwob import BrowserError  # noqa: E402
 from agentic_rl.tools import parse_tool_calls  # noqa: E402
 from agentic_rl.tools.browser import (  # noqa: E402
@@ -50,7 +52,7 @@ def empty_default_pool():
 
 def test_train_with_a_miniwob_env_turns_the_pool_on_unless_the_user_turns_it_off():
     env_id = "miniwob/click-button-v0"
-    assert accepts(env_id, "browser_pool")
+    assert "browser_pool" in inspect.signature(get_spec(env_id).factory).parameters
     recipe = {"browser_pool": True, "tool_prompt": "signature"}
     assert load_config(None, env_overrides(env_id, [])).env.kwargs == recipe
     off = env_overrides(env_id, ["env.kwargs.browser_pool=false"])

@@ -12,6 +12,7 @@ import math
 import pytest
 
 from agentic_rl.envs import CalculatorEnv
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import RolloutConfig, run_episodes
 from agentic_rl.tools import execute_tool_calls, tool
@@ -263,7 +264,9 @@ def test_prompt_injection_is_denied_audited_and_costs_risk(chat, tmp_path):
             "delete_files": {"side_effect": "irreversible"},
         }
     }
-    env = NotesCalculatorEnv(permissions=permissions, audit_path=str(tmp_path / "audit.jsonl"))
+    env = NotesCalculatorEnv(
+        context=EnvContext(permissions=permissions, audit_path=str(tmp_path / "audit.jsonl"))
+    )
 
     def obedient(i, context):  # does whatever the last tool output says
         if "Denied:" in context:
@@ -306,7 +309,7 @@ def test_prompt_injection_is_denied_audited_and_costs_risk(chat, tmp_path):
 
 
 def test_calculator_env_routes_calls_through_the_executor(tmp_path):
-    env = CalculatorEnv(audit_path=str(tmp_path / "audit.jsonl"))
+    env = CalculatorEnv(context=EnvContext(audit_path=str(tmp_path / "audit.jsonl")))
     env.reset(seed=0, options={"trajectory_id": "traj-7"})
     calls = (
         ToolCall("calculator", {"expression": "6 * 7"}, id="call_0_0"),
@@ -320,4 +323,4 @@ def test_calculator_env_routes_calls_through_the_executor(tmp_path):
         ("rm", "error", 0),
     ]
     with pytest.raises(ValueError, match="tools.permissions.bogus"):
-        CalculatorEnv(permissions={"bogus": 1})
+        CalculatorEnv(context=EnvContext(permissions={"bogus": 1}))

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from agentic_rl.envs.calculator.env import CalculatorEnv
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.tools.mcp import McpServerSpec, mcp_unavailable_reason
 from agentic_rl.tools.mcp.session import MARKER_VARIABLE
 from agentic_rl.tools.mcp.spec import side_effect_from_annotations
@@ -104,7 +105,7 @@ def test_http_server_tools_run_through_the_executor(http_server, tmp_path):
     url, calls, notes = http_server
     audit = tmp_path / "audit.jsonl"
     spec = {"name": "notes", "url": url, "startup_timeout_s": STARTUP_S, "call_timeout_s": 300}
-    env = CalculatorEnv(mcp_servers=[spec], audit_path=str(audit), run_id="r")
+    env = CalculatorEnv(mcp_servers=[spec], context=EnvContext(audit_path=str(audit), run_id="r"))
     try:
         obs, _ = env.reset(seed=0, options={"trajectory_id": "t0"})
         names = [t["name"] for t in obs.tools]
@@ -157,7 +158,9 @@ def test_http_tool_error_and_timeout_are_observations(http_server, tmp_path):
     ]
     for server in servers:
         server["side_effects"] = {"sleep": "read_only", "fail": "read_only"}
-    env = CalculatorEnv(mcp_servers=servers, audit_path=str(tmp_path / "audit.jsonl"))
+    env = CalculatorEnv(
+        mcp_servers=servers, context=EnvContext(audit_path=str(tmp_path / "audit.jsonl"))
+    )
     try:
         obs, _ = env.reset(seed=1)
         names = [t["name"] for t in obs.tools]
@@ -205,7 +208,7 @@ def test_stdio_server_per_episode_in_the_sandbox_survives_crash_and_hang(tmp_pat
         "call_timeout_s": 60,
     }
     audit = tmp_path / "audit.jsonl"
-    env = CalculatorEnv(mcp_servers=[spec], audit_path=str(audit))
+    env = CalculatorEnv(mcp_servers=[spec], context=EnvContext(audit_path=str(audit)))
     try:
         env.reset(seed=0, options={"trajectory_id": "s0"})
         assert env.mcp is not None and env.mcp.live_sessions() == {}  # lazy: nothing started yet

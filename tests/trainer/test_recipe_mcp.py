@@ -33,7 +33,7 @@ class McpCalculatorEnv(CalculatorEnv):
     """calculator-v0 whose oracle first calls the MCP tools ``add`` and ``crash`` (test env)."""
 
     def oracle_reply(self) -> str | None:
-        if self.mcp is None or self.task is None or self._done or self._called:
+        if self.mcp is None or self.task is None or self.episode.done or self._called:
             return super().oracle_reply()
         calls = [
             {"name": "add", "arguments": {"a": 40, "b": 2}},

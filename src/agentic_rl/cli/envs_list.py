@@ -19,7 +19,7 @@ def cmd_envs(args) -> int:
         env_id, text = (plugin.env_id, plugin.description) if hasattr(plugin, "env_id") else plugin
         print(f"{env_id:<24} {text} (installed plugin)")
     for family in families():
-        members = family.members()
+        members = family.member_names()
         print(f"{family.pattern:<24} {family.description} ({len(members)} tasks):")
         print(
             textwrap.fill(

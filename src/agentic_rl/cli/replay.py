@@ -64,15 +64,14 @@ def fresh_env(run_dir: Path, record: dict[str, Any]):
         RunDirError: the record has no kwargs and ``run_dir`` no ``config.toml``.
         AgenticRLError: unknown env id (as :func:`agentic_rl.envs.make`).
     """
-    from agentic_rl.envs import accepts, make
+    from agentic_rl.envs import make
 
     kwargs = dict(
         record["env_kwargs"]
         if record.get("env_kwargs") is not None
         else run_config(run_dir).env.kwargs
     )
-    if accepts(record["env_id"], "audit_path"):
-        kwargs["audit_path"] = None
+    kwargs.pop("audit_path", None)  # no context either: the env's default audits nothing
     return make(record["env_id"], **kwargs)
 
 

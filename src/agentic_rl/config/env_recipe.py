@@ -3,8 +3,9 @@
 The built-in defaults of :class:`~agentic_rl.config.TrainConfig` are calculator-v0's recipe (its
 warm-up demonstrates only the level ``direct``, its budgets fit one-line answers). Another env
 brings its own (:func:`env_recipe_defaults`): the run name ``<id>-grpo``, ``warmup.env_kwargs``
-(the factory's ``warmup_kwargs`` attribute, default ``{}``) and the factory's
-``recipe_overrides`` (budgets, learning rates, env kwargs measured for that env).
+(the registry entry's ``warmup_kwargs``, default ``{}``) and the entry's ``recipe_overrides``
+(budgets, learning rates, env kwargs measured for that env), as declared on its
+:class:`~agentic_rl.envs.registry.EnvSpec`.
 
 * ``agentic-rl train --env ID`` puts them as ``--set`` items before the user's own
   (:func:`agentic_rl.cli.main.env_overrides`): they replace the config file's values, and the
@@ -33,13 +34,13 @@ def env_recipe_defaults(env_id: str) -> dict[str, Any]:
     from agentic_rl.config.sections import EnvConfig
     from agentic_rl.envs import get_spec
 
-    factory = get_spec(env_id).factory
+    spec = get_spec(env_id)
     if env_id == EnvConfig().id:
         return {}
     return {
         "name": f"{env_id.replace('/', '-')}-grpo",
-        "warmup.env_kwargs": dict(getattr(factory, "warmup_kwargs", {})),
-        **getattr(factory, "recipe_overrides", {}),
+        "warmup.env_kwargs": dict(spec.warmup_kwargs),
+        **spec.recipe_overrides,
     }
 
 

@@ -1,69 +1,72 @@
-"""Environments: the Gymnasium-style contract, the registry, and the built-in envs."""
+"""Environments: the Gymnasium-style contract, the registry, and the built-in envs.
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
-from agentic_rl.envs.calculator.env import CalculatorEnv
-from agentic_rl.envs.code_repair.env import CodeRepairEnv
-from agentic_rl.envs.games import register_game_envs
-from agentic_rl.envs.memory_recall.env import MemoryRecallEnv
-from agentic_rl.envs.registry import EnvSpec, accepts, make, register, registered
-from agentic_rl.envs.research_report.env import ResearchReportEnv
-from agentic_rl.envs.search_qa.env import SearchQAEnv
-from agentic_rl.envs.tool_env import ToolEnv
+Importing this package registers every built-in id and id family (:mod:`agentic_rl.envs.builtin`)
+without importing any env module: an env's module is imported on the first
+:func:`~agentic_rl.envs.registry.make` of its id, and the env classes named below on first
+access (``from agentic_rl.envs import CalculatorEnv`` imports the calculator's module then).
+"""
 
-register("calculator-v0", CalculatorEnv, CalculatorEnv.description)
+from __future__ import annotations
 
-# math-python-v0 and the rg/<task>-v0 family (reasoning-gym is imported on first use)
-from agentic_rl.envs.reasoning.math_python import MathPythonEnv  # noqa: E402
-from agentic_rl.envs.reasoning.reasoning_gym_env import (  # noqa: E402
-    RG_PATTERN,
-    ReasoningGymEnv,
-    resolve_rg_id,
-    rg_task_names,
+import importlib
+from typing import Any
+
+from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError, EpisodeState
+from agentic_rl.envs.builtin import register_builtin_envs
+from agentic_rl.envs.context import EnvContext
+from agentic_rl.envs.registry import (
+    EnvFamily,
+    EnvSpec,
+    families,
+    get_spec,
+    make,
+    register,
+    register_family,
+    registered,
 )
-from agentic_rl.envs.registry import EnvFamily, families, get_spec, register_family  # noqa: E402
 
-register("math-python-v0", MathPythonEnv, MathPythonEnv.description)
-register_family(
-    EnvFamily(RG_PATTERN, "rg/", resolve_rg_id, ReasoningGymEnv.description, rg_task_names)
-)
-register("code-repair-v0", CodeRepairEnv, CodeRepairEnv.description)
-register("search-qa-v0", SearchQAEnv, SearchQAEnv.description)
-register("research-report-v0", ResearchReportEnv, ResearchReportEnv.description)
-register_game_envs(register)  # frozenlake-v0, taxi-v0, ta-towerofhanoi-v0, ... (envs/games)
-register("memory-recall-v0", MemoryRecallEnv, MemoryRecallEnv.description)
+register_builtin_envs(register, register_family)
 
-import agentic_rl.envs.adapters  # noqa: E402,F401 - registers the adapter families (skyrl/<env>-v0)
-from agentic_rl.envs.web.miniwob import register_miniwob_family  # noqa: E402
+#: public class -> its module (imported on first access, PEP 562)
+_LAZY = {
+    "ToolEnv": "agentic_rl.envs.tool_env",
+    "CalculatorEnv": "agentic_rl.envs.calculator.env",
+    "CodeRepairEnv": "agentic_rl.envs.code_repair.env",
+    "SearchQAEnv": "agentic_rl.envs.search_qa.env",
+    "ResearchReportEnv": "agentic_rl.envs.research_report.env",
+    "MemoryRecallEnv": "agentic_rl.envs.memory_recall.env",
+}
 
-register_miniwob_family()  # miniwob/<task>-v0 (extra 'web'; selenium is imported when one starts)
 
-from agentic_rl.envs.web.shop.env import WebShopEnv  # noqa: E402
+def __getattr__(name: str) -> Any:
+    """The env classes named in ``__all__``, imported on first access (PEP 562).
 
-register("web-shop-v0", WebShopEnv, WebShopEnv.description)  # extra 'web' (Flask on first use)
+    Raises:
+        AttributeError: not a public name of this package.
+    """
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
 
-from agentic_rl.envs.swe_repo.env import SweRepoEnv  # noqa: E402
-
-register("swe-repo-v0", SweRepoEnv, SweRepoEnv.description)  # repos fetched at install time
-
-from agentic_rl.envs.coq_proof.env import CoqProofEnv  # noqa: E402
-
-register("coq-proof-v0", CoqProofEnv, CoqProofEnv.description)  # Debian's coq (apt-get install coq)
 
 __all__ = [
     "Env",
+    "EnvContext",
+    "EnvFamily",
     "EnvSpec",
-    "ToolEnv",
     "EpisodeEndedError",
     "EpisodeNotStartedError",
+    "EpisodeState",
+    "ToolEnv",
     "CalculatorEnv",
     "CodeRepairEnv",
     "SearchQAEnv",
     "ResearchReportEnv",
     "MemoryRecallEnv",
-    "accepts",
     "families",
     "get_spec",
     "make",
     "register",
+    "register_family",
     "registered",
 ]

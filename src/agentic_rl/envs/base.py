@@ -46,6 +46,8 @@ Reference: Gymnasium ``gymnasium/core.py`` (Env API, terminated vs truncated, se
 from __future__ import annotations
 
 import abc
+import dataclasses
+import uuid
 from typing import Any
 
 import gymnasium
@@ -68,11 +70,39 @@ class SnapshotNotSupportedError(NotImplementedError):
     """The env cannot snapshot or restore its state (the message names the env)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class EpisodeState:
+    """The episode bookkeeping :class:`Env` keeps for every env (an immutable value).
+
+    Attributes:
+        started: an episode was started (:meth:`Env.start_episode`); ``step`` before it raises
+            :class:`EpisodeNotStartedError`.
+        turn: turns stepped so far in the episode (:meth:`Env.begin_step` counts them).
+        done: the episode ended (:meth:`Env.end_episode`); ``step`` then raises
+            :class:`EpisodeEndedError`.
+        trajectory_id: the episode's id in audit logs (``options["trajectory_id"]`` of
+            ``reset``, else a random hex id).
+    """
+
+    started: bool = False
+    turn: int = 0
+    done: bool = False
+    trajectory_id: str = ""
+
+
 class Env(gymnasium.Env[Observation, Action], abc.ABC):
     """Base class of agentic-rl environments (see the module docstring for the contract).
 
     A :class:`gymnasium.Env` whose observations are :class:`~agentic_rl.types.Observation`
     values and whose actions are :class:`~agentic_rl.types.Action` values.
+
+    The base keeps each episode's bookkeeping (an :class:`EpisodeState`): subclasses read it
+    through the read-only property :attr:`episode` (``self.episode.turn``, ``.done``,
+    ``.started``, ``.trajectory_id``), and change it only through the episode hooks
+    :meth:`start_episode` (in ``reset``), :meth:`begin_step` (first thing in ``step``: the
+    guards, then the turn count), :meth:`end_episode` (the episode ended: terminated or
+    truncated) and :meth:`restore_episode` (in ``restore``; :attr:`episode` is the value to put in a
+    snapshot).
     """
 
     #: registered id, set by :func:`agentic_rl.envs.make`
@@ -81,6 +111,77 @@ class Env(gymnasium.Env[Observation, Action], abc.ABC):
     description: str = ""
     #: Gymnasium metadata: no render modes (episodes are chat transcripts)
     metadata: dict[str, Any] = {"render_modes": []}
+
+    _episode: EpisodeState = EpisodeState()
+
+    @property
+    def episode(self) -> EpisodeState:
+        """The current episode's bookkeeping (read-only: turn, done, started, trajectory id),
+        changed only by the episode hooks. Never raises."""
+        return self._episode
+
+    def start_episode(self, seed: int | None, options: dict[str, Any] | None = None) -> int:
+        """Episode hook for ``reset``: seed (:meth:`episode_seed`), then a fresh episode (started,
+        turn 0, not done) named ``options["trajectory_id"]`` (a random hex id without one).
+
+        Returns:
+            The episode's seed: ``seed``, or one drawn from ``np_random``.
+
+        Raises:
+            gymnasium.error.Error: ``seed`` is negative or not an integer.
+        """
+        seed = self.episode_seed(seed)
+        trajectory_id = str((options or {}).get("trajectory_id") or uuid.uuid4().hex)
+        self._episode = EpisodeState(started=True, trajectory_id=trajectory_id)
+        return seed
+
+    def begin_step(self, started: bool | None = None) -> int:
+        """Episode hook, first thing in ``step``: the guards (:meth:`check_step`), then count the
+        turn (:meth:`count_turn`).
+
+        Args:
+            started: whether ``reset`` has drawn a task; None uses ``episode.started``.
+
+        Returns:
+            The turn now being stepped (1 for the episode's first step).
+
+        Raises:
+            EpisodeNotStartedError: the episode was not started.
+            EpisodeEndedError: the episode already ended.
+        """
+        self.check_step(started)
+        return self.count_turn()
+
+    def check_step(self, started: bool | None = None) -> None:
+        """Episode hook: the guards of ``step`` alone, for an env that counts the turn only once
+        the step succeeded (:meth:`count_turn`).
+
+        Args:
+            started: whether ``reset`` has drawn a task; None uses ``episode.started``.
+
+        Raises:
+            EpisodeNotStartedError: the episode was not started.
+            EpisodeEndedError: the episode already ended.
+        """
+        if not (self._episode.started if started is None else started):
+            raise EpisodeNotStartedError("step() called before reset()")
+        if self._episode.done:
+            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
+
+    def count_turn(self) -> int:
+        """Episode hook: count one more turn; returns the new ``episode.turn``. Never raises."""
+        self._episode = dataclasses.replace(self._episode, turn=self._episode.turn + 1)
+        return self._episode.turn
+
+    def end_episode(self) -> None:
+        """Episode hook: mark the episode ended (a later ``step`` raises
+        :class:`EpisodeEndedError`). Subclasses that hold per-episode resources extend it."""
+        self._episode = dataclasses.replace(self._episode, done=True)
+
+    def restore_episode(self, state: EpisodeState) -> None:
+        """Episode hook for :meth:`restore`: put back ``state`` (:attr:`episode` of a snapshot, or
+        built from a snapshot's fields). Never raises."""
+        self._episode = state
 
     @property
     def observation_space(self) -> gymnasium.spaces.Space[Observation]:

@@ -73,7 +73,6 @@ from agentic_rl.envs.base import (
 from agentic_rl.envs.contract import (
     ROLES,
     observation_problems,
-    play_oracle,
     rubric_problems,
     step_problems,
     tool_schema_problems,
@@ -82,6 +81,7 @@ from agentic_rl.envs.oracle_success import (
     ORACLE_ALPHA,
     declared_success,
     oracle_success_problems,
+    play_oracle,
     success_tail,
 )
 from agentic_rl.errors import AgenticRLError

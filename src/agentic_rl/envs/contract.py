@@ -1,10 +1,11 @@
-"""The per-value checks of the env contract, and the oracle's episode without a tokenizer.
+"""The per-value checks of the env contract.
 
 Each ``*_problems`` function inspects one value an env returned and lists what is wrong with it
-(an empty list when it is well-formed); it never raises. :func:`play_oracle` plays one episode
-with the env's own oracle through the same tool-call parser as the rollout engine, and builds
-the trajectory with empty token streams (the env layer never imports the policy layer).
-:mod:`agentic_rl.envs.checker` runs them all over an env (``check_env``).
+(an empty list when it is well-formed); it never raises. The env base imports this module
+(through :mod:`agentic_rl.envs.spaces`), so it imports no env:
+:func:`~agentic_rl.envs.oracle_success.play_oracle` (one episode with the env's own oracle, no
+tokenizer) lives beside the oracle-success test. :mod:`agentic_rl.envs.checker` runs them all
+over an env (``check_env``).
 """
 
 from __future__ import annotations
@@ -12,30 +13,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any
 
 from agentic_rl.rewards import RewardGroup, RewardWeights, Rubric
-from agentic_rl.tools import parse_tool_calls
 from agentic_rl.types import (
-    Action,
     MemoryEvent,
     Message,
     Observation,
     RiskEvent,
-    StopReason,
     ToolResult,
     Trajectory,
-    Turn,
 )
-
-if TYPE_CHECKING:  # base imports this module (through its spaces)
-    from agentic_rl.envs.base import Env
 
 __all__ = [
     "ROLES",
     "observation_problems",
-    "play_oracle",
     "rubric_problems",
     "step_problems",
     "tool_schema_problems",
@@ -160,56 +153,6 @@ def step_problems(result: Any, where: str) -> list[str]:
         if error:
             problems.append(f"{where}: info is not JSON-serialisable: {error}")
     return problems
-
-
-def play_oracle(
-    env: Env, seed: int, *, max_turns: int = 200, on_step: Callable[[Any, int], None] | None = None
-) -> Trajectory:
-    """Play one episode of ``env`` with its own oracle; return the (unscored) trajectory.
-
-    Token streams are empty (no tokenizer is involved). ``on_step(step_result, turn)`` sees
-    every raw ``step`` return value.
-
-    Raises:
-        ValueError: the oracle has no reply before the episode ended.
-        Exception: whatever ``reset``/``step`` raise, unchanged.
-    """
-    obs, info = env.reset(seed=seed, options={"trajectory_id": f"check-{seed}"})
-    messages = list(obs.messages)
-    turns: list[Turn] = []
-    stop = StopReason.MAX_TURNS
-    for index in range(max_turns):
-        text = env.oracle_reply()
-        if text is None:
-            raise ValueError(
-                f"seed {seed}: oracle_reply() returned None at turn {index} before the episode ended"
-            )
-        calls, errors = parse_tool_calls(text, turn_index=index)
-        result = env.step(Action(text=text, tool_calls=calls, tool_call_errors=errors))
-        if on_step is not None:
-            on_step(result, index)
-        step_obs, reward, terminated, truncated, step_info = result
-        messages.append(Message("assistant", text))
-        messages.extend(step_obs.messages)
-        turns.append(
-            Turn.from_step(index, Action(text, calls, errors), step_obs, reward, step_info)
-        )
-        if terminated or truncated:
-            stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED
-            break
-    return Trajectory(
-        env.env_id,
-        seed,
-        f"check-{seed}",
-        f"check-{seed}",
-        tuple(messages),
-        tuple(turns),
-        (),
-        (),
-        (),
-        stop,
-        info=dict(info),
-    )
 
 
 def rubric_problems(rubric: Any, trajectory: Trajectory, weights: RewardWeights) -> list[str]:

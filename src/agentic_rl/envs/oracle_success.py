@@ -9,15 +9,28 @@ fails when P(X ≤ k) < :data:`ORACLE_ALPHA`, so a correct oracle fails with pro
 that, and an oracle far below its declaration fails (e.g. declared 0.99, 1 win of 4:
 P = 4·10⁻⁶). Envs without a declaration must succeed on every seed, or on a fixed fraction
 (``min_oracle_success`` / ``oracle_min_success``).
+
+:func:`play_oracle` plays the oracle's episodes the checks score (it lives here, beside the test
+of their success, and not in :mod:`agentic_rl.envs.contract`, which the env base imports: the
+contract's per-value checks import no env).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from agentic_rl.envs.base import Env
+from agentic_rl.tools import parse_tool_calls
+from agentic_rl.types import Action, Message, StopReason, Trajectory, Turn
 
-__all__ = ["ORACLE_ALPHA", "declared_success", "oracle_success_problems", "success_tail"]
+__all__ = [
+    "ORACLE_ALPHA",
+    "declared_success",
+    "oracle_success_problems",
+    "play_oracle",
+    "success_tail",
+]
 
 #: significance of the test: a correct oracle fails it with probability at most this
 ORACLE_ALPHA = 1e-3
@@ -85,3 +98,53 @@ def oracle_success_problems(
             f"the oracle did not succeed on {', '.join(missed)}: success {rate:.0%}, needs {floor:.0%}"
         ]
     return []
+
+
+def play_oracle(
+    env: Env, seed: int, *, max_turns: int = 200, on_step: Callable[[Any, int], None] | None = None
+) -> Trajectory:
+    """Play one episode of ``env`` with its own oracle; return the (unscored) trajectory.
+
+    Token streams are empty (no tokenizer is involved). ``on_step(step_result, turn)`` sees
+    every raw ``step`` return value.
+
+    Raises:
+        ValueError: the oracle has no reply before the episode ended.
+        Exception: whatever ``reset``/``step`` raise, unchanged.
+    """
+    obs, info = env.reset(seed=seed, options={"trajectory_id": f"check-{seed}"})
+    messages = list(obs.messages)
+    turns: list[Turn] = []
+    stop = StopReason.MAX_TURNS
+    for index in range(max_turns):
+        text = env.oracle_reply()
+        if text is None:
+            raise ValueError(
+                f"seed {seed}: oracle_reply() returned None at turn {index} before the episode ended"
+            )
+        calls, errors = parse_tool_calls(text, turn_index=index)
+        result = env.step(Action(text=text, tool_calls=calls, tool_call_errors=errors))
+        if on_step is not None:
+            on_step(result, index)
+        step_obs, reward, terminated, truncated, step_info = result
+        messages.append(Message("assistant", text))
+        messages.extend(step_obs.messages)
+        turns.append(
+            Turn.from_step(index, Action(text, calls, errors), step_obs, reward, step_info)
+        )
+        if terminated or truncated:
+            stop = StopReason.TERMINATED if terminated else StopReason.TRUNCATED
+            break
+    return Trajectory(
+        env.env_id,
+        seed,
+        f"check-{seed}",
+        f"check-{seed}",
+        tuple(messages),
+        tuple(turns),
+        (),
+        (),
+        (),
+        stop,
+        info=dict(info),
+    )

@@ -1,37 +1,43 @@
-"""``ToolEnv``: the episode bookkeeping every tool env shares, so a new env is its task, tools and rubric.
+"""``ToolEnv``: the episode protocol every tool env shares, so a new env is its task, tools, rubric and oracle.
 
-A tool env subclasses :class:`ToolEnv` and calls, in this order::
+A tool env subclasses :class:`ToolEnv`, wires its tools in ``__init__`` and fills in hooks; the
+base's ``reset`` and ``step`` run the protocol::
 
     class MyEnv(ToolEnv):
-        def __init__(self, permissions=None, audit_path=None, run_id=""):
+        def __init__(self, context: EnvContext = EnvContext()):
             self.setup_tools({t.name: t for t in MY_TOOLS}, INSTRUCTIONS,
-                             PermissionPolicy.allow_all({"my_tool": "read_only"}),
-                             permissions, audit_path, run_id)
+                             PermissionPolicy.allow_all({"my_tool": "read_only"}), context=context)
 
-        def reset(self, seed=None, options=None):
-            seed = self.start_episode(seed, options)      # drawn from np_random if None
+        def new_task(self, seed):                  # the task hook: keep the task, return its text
             self.task = make_task(seed)
-            return self.first_observation(self.task.question), {"level": ...}
+            return self.task.question
 
-        def step(self, action):
-            self.begin_step(self.task is not None)        # the guards, then turn += 1
-            if action.tool_calls or action.tool_call_errors:
-                obs, info = self.tool_turn(self.run_tools(action))
-                return obs, 0.0, False, False, info
-            self.end_episode()
-            ...grade the final answer...
+        def grade_answer(self, text):              # the final reply: (step reward, info)
+            correct = extract_answer(text) == self.task.answer
+            return float(correct), {"correct": correct}
 
-What the base holds: the episode guards (:class:`~agentic_rl.envs.base.EpisodeNotStartedError`
-before ``reset``, :class:`~agentic_rl.envs.base.EpisodeEndedError` after the end), seed drawing,
-the turn counter (``_turn``: turns stepped so far in the episode), the end flag (``_done``), the
-episode's id in the audit log (``_trajectory_id``, from ``options["trajectory_id"]``), the
+        def oracle_turn(self): ...                 # the scripted reference policy's next reply
+        def rubric(self, weights=RewardWeights()): ...
+
+``reset(seed, options)`` is :meth:`~agentic_rl.envs.base.Env.start_episode` (seed, turn 0,
+trajectory id), :meth:`ToolEnv.new_task` and the first observation (system prompt with the
+tool schemas, the task as a user message), with :meth:`ToolEnv.task_info` as its info.
+``step(action)`` is :meth:`~agentic_rl.envs.base.Env.begin_step` (the guards:
+:class:`~agentic_rl.envs.base.EpisodeNotStartedError` before ``reset``,
+:class:`~agentic_rl.envs.base.EpisodeEndedError` after the end; then the turn count), then either
+a tool turn (the action has tool calls or unparsable ones: :meth:`ToolEnv.tool_step` runs them,
+reward 0, truncated when :attr:`ToolEnv.max_turns` is reached) or the final reply
+(:meth:`~agentic_rl.envs.base.Env.end_episode`, then :meth:`ToolEnv.grade_answer`; terminated).
+An env with another protocol overrides ``reset``/``step`` and calls the same episode hooks.
+
+What the base holds: the episode bookkeeping of :class:`~agentic_rl.envs.base.Env` (read-only
+``episode``: turn, done, started, trajectory id), the
 :class:`~agentic_rl.tools.governance.executor.ToolExecutor` wiring (permission policy, audit
 log), the system prompt with the tool schemas
 (:func:`~agentic_rl.tools.definition.prompt.render_tool_system_prompt`, because the default
 model's chat template ignores tools) and the typed step result of a tool turn (tool results
 and risk events on the :class:`~agentic_rl.types.Observation`, ``info["tool_calls"]`` and
-``info["tool_errors"]`` as the shared reward components of
-:mod:`agentic_rl.rewards.components` read them).
+``info["tool_errors"]``).
 
 MCP tools: ``setup_tools(..., mcp_servers=[...])`` adds the tools of MCP servers
 (:mod:`agentic_rl.tools.mcp`; an env exposes this as its ``mcp_servers`` argument, so
@@ -47,11 +53,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.envs.base import Env
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.tools.definition.prompt import render_tool_system_prompt
 from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.governance.audit import AuditLog
@@ -59,6 +65,8 @@ from agentic_rl.tools.governance.executor import ExecutionReport, ToolExecutor
 from agentic_rl.tools.governance.permissions import PermissionPolicy, ToolPermission
 from agentic_rl.tools.mcp.tools import McpTools
 from agentic_rl.types import Action, Message, Observation, RiskEvent, ToolResult
+
+StepResult = tuple[Observation, float, bool, bool, dict[str, Any]]
 
 __all__ = ["ToolEnv"]
 
@@ -75,30 +83,35 @@ class ToolEnv(Env):
     tools: dict[str, Tool]
     executor: ToolExecutor | None = None
     system_prompt: str = ""
-    _done: bool = False
-    _turn: int = 0
-    _trajectory_id: str = ""
     _offered: tuple[dict[str, Any], ...] = ()
     mcp: McpTools | None = None
+    #: the most turns an episode may take: the tool turn that reaches it is truncated (None:
+    #: no limit of the env's own; the rollout engine's budgets still apply)
+    max_turns: int | None = None
 
     def setup_tools(
         self,
         tools: Mapping[str, Tool],
         instructions: str,
-        default_policy: PermissionPolicy,
+        default_policy: PermissionPolicy | Mapping[str, str],
         permissions: dict[str, Any] | None = None,
         audit_path: str | None = None,
         run_id: str = "",
         offered: Iterable[str] | None = None,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
         tool_prompt: str = "json",
+        *,
+        context: EnvContext | None = None,
     ) -> None:
         """Wire ``tools`` to an executor and render the system prompt.
 
         Args:
             tools: ``{name: Tool}``; kept as ``self.tools`` (used as given by the executor).
             instructions: the text before the tool schemas in the system prompt.
-            default_policy: the permission policy when ``permissions`` is None.
+            default_policy: the permission policy when ``permissions`` is None; a mapping
+                ``{tool name: side-effect class}`` is
+                :meth:`~agentic_rl.tools.governance.permissions.PermissionPolicy.allow_all` of it
+                (those tools allowed, any other denied).
             permissions: a ``[tools.permissions]`` table (see
                 :meth:`~agentic_rl.tools.governance.permissions.PermissionPolicy.from_dict`).
             audit_path: JSON-lines audit log of every tool call; None audits nothing.
@@ -113,6 +126,9 @@ class ToolEnv(Env):
                 ``"signature"`` (typed signatures, about a third of the tokens; see
                 :mod:`agentic_rl.tools.definition.prompt`). The observation's ``tools`` always
                 carry the full schemas.
+            context: the run's :class:`~agentic_rl.envs.context.EnvContext`; when given, its
+                ``permissions``, ``audit_path`` and ``run_id`` are used in place of the three
+                arguments of those names.
 
         Raises:
             ValueError: a wrong ``permissions`` key or value (named), a ``permissions`` rule
@@ -123,6 +139,14 @@ class ToolEnv(Env):
             McpServerError: an MCP server could not start to list its tools (see
                 :class:`~agentic_rl.tools.mcp.McpTools`, also for its ValueErrors).
         """
+        if context is not None:
+            permissions, audit_path, run_id = (
+                context.permissions,
+                context.audit_path,
+                context.run_id,
+            )
+        if not isinstance(default_policy, PermissionPolicy):
+            default_policy = PermissionPolicy.allow_all(dict(default_policy))
         self.tools = dict(tools)
         names = list(self.tools) if offered is None else list(offered)
         if mcp_servers:
@@ -161,20 +185,16 @@ class ToolEnv(Env):
         """JSON schemas of the offered tools, in order (what the first observation offers)."""
         return self._offered
 
-    def start_episode(self, seed: int | None, options: dict[str, Any] | None) -> int:
-        """Begin an episode: not done, no turn yet, named ``options["trajectory_id"]`` (a random
-        id without one). Returns the episode's seed (:meth:`~agentic_rl.envs.base.Env.episode_seed`:
-        ``seed``, or one drawn from ``np_random``).
+    def start_episode(self, seed: int | None, options: dict[str, Any] | None = None) -> int:
+        """:meth:`~agentic_rl.envs.base.Env.start_episode`, after stopping the MCP servers of a
+        previous episode cut short (truncated). Returns the episode's seed.
 
         Raises:
             gymnasium.error.Error: ``seed`` is negative or not an integer.
         """
-        seed = self.episode_seed(seed)
         if self.mcp is not None:
             self.mcp.end_episode()  # a previous episode cut short (truncated) ends here
-        self._done, self._turn = False, 0
-        self._trajectory_id = str((options or {}).get("trajectory_id") or uuid.uuid4().hex)
-        return seed
+        return super().start_episode(seed, options)
 
     def first_observation(self, task_text: str) -> Observation:
         """The reset observation: the system prompt, the task as a user message, a copy of the
@@ -185,27 +205,99 @@ class ToolEnv(Env):
             tools=copy.deepcopy(self.tool_schemas),
         )
 
-    def begin_step(self, started: bool) -> None:
-        """The guards of ``step``, then count the turn.
-
-        Args:
-            started: whether ``reset`` has drawn a task.
-
-        Raises:
-            EpisodeNotStartedError: ``started`` is False.
-            EpisodeEndedError: the episode already ended.
-        """
-        if not started:
-            raise EpisodeNotStartedError("step() called before reset()")
-        if self._done:
-            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
-        self._turn += 1
-
     def end_episode(self) -> None:
-        """Mark the episode ended (a later ``step`` raises :class:`EpisodeEndedError`)."""
-        self._done = True
+        """Mark the episode ended (a later ``step`` raises
+        :class:`~agentic_rl.envs.base.EpisodeEndedError`) and stop its MCP servers."""
+        super().end_episode()
         if self.mcp is not None:
             self.mcp.end_episode()
+
+    def offer_tools(self, schemas: Iterable[dict[str, Any]]) -> None:
+        """Set the tool schemas the first observation offers (for an env whose tools run
+        outside :meth:`setup_tools`' executor, e.g. in a sandbox). Never raises."""
+        self._offered = tuple(schemas)
+
+    # -- the protocol: reset and step call the hooks below -----------------------------------
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start the episode of ``seed`` (drawn from ``np_random`` if None): the task of
+        :meth:`new_task`, offered with the tools; ``options["trajectory_id"]`` names the episode
+        in the audit log. Returns the first observation and :meth:`task_info`.
+
+        Raises:
+            gymnasium.error.Error: ``seed`` is negative or not an integer.
+            NotImplementedError: the env implements neither :meth:`new_task` nor ``reset``.
+        """
+        seed = self.start_episode(seed, options)
+        return self.first_observation(self.new_task(seed)), self.task_info()
+
+    def step(self, action: Action) -> StepResult:
+        """One turn (module docstring): a tool turn (reward 0; truncated when :attr:`max_turns`
+        is reached) or the final reply graded by :meth:`grade_answer` (terminated).
+
+        Raises:
+            EpisodeNotStartedError: ``reset`` was never called.
+            EpisodeEndedError: the episode already ended.
+            NotImplementedError: the env implements neither :meth:`grade_answer` nor ``step``.
+        """
+        turn = self.begin_step()
+        if action.tool_calls or action.tool_call_errors:
+            obs, info = self.tool_step(action)
+            truncated = self.max_turns is not None and turn >= self.max_turns
+            if truncated:
+                self.end_episode()
+            return obs, 0.0, False, truncated, info
+        self.end_episode()
+        reward, info = self.grade_answer(action.text)
+        return Observation(messages=()), float(reward), True, False, info
+
+    def new_task(self, seed: int) -> str:
+        """Task hook of :meth:`reset`: draw the task of ``seed`` (keep what grading needs on
+        ``self``) and return its text, the episode's first user message.
+
+        Raises:
+            NotImplementedError: this default (an env implements it, or its own ``reset``).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} implements neither new_task() nor reset()"
+        )
+
+    def task_info(self) -> dict[str, Any]:
+        """Info hook of :meth:`reset`: the reset info of the task just drawn ({} by default)."""
+        return {}
+
+    def tool_step(self, action: Action) -> tuple[Observation, dict[str, Any]]:
+        """Tool-turn hook of :meth:`step`: run the action's calls (:meth:`run_tools`) and return
+        the observation and info of :meth:`tool_turn`. Envs extend it to add info or risk
+        events. Raises what :meth:`run_tools` raises."""
+        report = self.run_tools(action)
+        return self.tool_turn(report.results, report.risk_events)
+
+    def oracle_reply(self) -> str | None:
+        """The reference policy's reply: None before ``reset`` and after the end, else
+        :meth:`oracle_turn`. Never raises (unless the hook does)."""
+        if not self.episode.started or self.episode.done:
+            return None
+        return self.oracle_turn()
+
+    def oracle_turn(self) -> str | None:
+        """Oracle hook of :meth:`oracle_reply`: the scripted reference policy's next reply in a
+        started, unfinished episode (``episode.turn`` turns done so far); None: no oracle (this
+        default). Used for warm-up demonstrations, guidance and ``check-env``."""
+        return None
+
+    def grade_answer(self, text: str) -> tuple[float, dict[str, Any]]:
+        """Grading hook of :meth:`step`: the final reply's step reward and info (the rubric's
+        components read the info; the episode has already ended).
+
+        Raises:
+            NotImplementedError: this default (an env implements it, or its own ``step``).
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} implements neither grade_answer() nor step()"
+        )
 
     def close(self) -> None:
         """Stop the episode's MCP servers, if any (see the module docstring). Idempotent;
@@ -224,8 +316,8 @@ class ToolEnv(Env):
         return self.executor.execute(
             action.tool_calls,
             action.tool_call_errors,
-            trajectory_id=self._trajectory_id,
-            turn=self._turn - 1,
+            trajectory_id=self.episode.trajectory_id,
+            turn=self.episode.turn - 1,
         )
 
     @staticmethod

@@ -22,7 +22,10 @@ Python packaging's entry points):
   plugins): a broken plugin never breaks the built-in envs.
 
 The description shown by ``agentic-rl envs`` is the factory's ``description`` attribute or the
-first line of its docstring.
+first line of its docstring; its ``recipe_overrides`` and ``warmup_kwargs`` attributes, when set,
+are its recipe (a user's env has no registration call to declare them on). Its constructor
+receives the run's :class:`~agentic_rl.envs.context.EnvContext` when it has a ``context``
+parameter (:mod:`agentic_rl.envs.context`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Layer rule: this package imports only the standard library and :mod:`agentic_rl.
 """
 
 from agentic_rl.tools.definition.calculator import CalculatorError, calculator, evaluate_arithmetic
-from agentic_rl.tools.definition.parser import parse_tool_calls
+from agentic_rl.tools.definition.parser import format_tool_call, parse_tool_calls
 from agentic_rl.tools.definition.prompt import render_tool_system_prompt
 from agentic_rl.tools.definition.tool import Tool, ToolArgumentError, execute_tool_calls, tool
 from agentic_rl.tools.governance.audit import AuditLog
@@ -31,6 +31,7 @@ __all__ = [
     "ToolArgumentError",
     "execute_tool_calls",
     "parse_tool_calls",
+    "format_tool_call",
     "calculator",
     "evaluate_arithmetic",
     "CalculatorError",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from agentic_rl.config import TrainConfig, WarmupConfig
-from agentic_rl.envs import accepts, make
+from agentic_rl.envs import EnvContext, make
 from agentic_rl.errors import ConfigError
 from agentic_rl.policy.base import Policy
 from agentic_rl.policy.chat_template import AnyChatFormat as ChatFormat
@@ -288,35 +288,31 @@ def setup(config: TrainConfig, run_dir: Path, scale: ScaleOut | None = None) -> 
 
 
 def permission_kwargs(config: TrainConfig) -> dict[str, Any]:
-    """``{"permissions": <[tools.permissions] table>}`` when that table is set, else ``{}``.
+    """``{"permissions": <[tools.permissions] table>}`` when that table is set, else ``{}``
+    (:func:`~agentic_rl.envs.make` puts it into the env's
+    :class:`~agentic_rl.envs.EnvContext`; an env that can take it in neither way is a
+    TypeError there, a ConfigError of :func:`validate`). Never raises."""
+    return {"permissions": config.tools.permissions} if config.tools.permissions else {}
 
-    Raises:
-        ConfigError: the table is set but the env takes no ``permissions`` argument.
-    """
-    if not config.tools.permissions:
-        return {}
-    if not accepts(config.env.id, "permissions"):
-        raise ConfigError(
-            f"tools.permissions is set, but env {config.env.id!r} takes no 'permissions' argument"
-        )
-    return {"permissions": config.tools.permissions}
+
+def run_context(run_dir: Path) -> EnvContext:
+    """The :class:`~agentic_rl.envs.EnvContext` of a run's envs: the run's audit log
+    (``RUN_DIR/audit.jsonl``) and its id (the run directory's name). Never raises."""
+    return EnvContext(audit_path=str(run_dir / "audit.jsonl"), run_id=run_dir.name)
 
 
 def env_kwargs(run: Run, **extra: Any) -> dict[str, Any]:
     """Constructor arguments of the run's envs: ``[tools.permissions]`` (as ``permissions``),
-    ``env.kwargs``, ``extra``, and, for envs that take them, the run's audit log
-    (``RUN_DIR/audit.jsonl``) and run id."""
+    ``env.kwargs``, ``extra``, and the run's ``context`` (:func:`run_context`; an env whose
+    factory takes no ``context`` is built without it)."""
     kwargs = {**permission_kwargs(run.config), **run.config.env.kwargs, **extra}
-    if accepts(run.config.env.id, "audit_path"):
-        kwargs.setdefault("audit_path", str(run.run_dir / "audit.jsonl"))
-    if accepts(run.config.env.id, "run_id"):
-        kwargs.setdefault("run_id", run.run_dir.name)
-    return kwargs
+    return {**kwargs, "context": run_context(run.run_dir)}
 
 
 def replay_kwargs(run: Run, **extra: Any) -> dict[str, Any]:
     """The env kwargs stored with each trajectory so replay can rebuild its env (no audit path)."""
-    return {k: v for k, v in env_kwargs(run, **extra).items() if k not in ("audit_path", "run_id")}
+    kwargs = env_kwargs(run, **extra)
+    return {k: v for k, v in kwargs.items() if k not in ("audit_path", "run_id", "context")}
 
 
 def store(

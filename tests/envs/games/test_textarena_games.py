@@ -72,7 +72,7 @@ def test_same_seed_same_game_even_when_interleaved(env_id):
         other.step(Action(other.oracle_reply() or "[0]"))
         step_a, step_b = a.step(Action(move_a)), b.step(Action(move_b))
         assert step_a == step_b
-        if step_a[2] or step_a[3] or other._done:
+        if step_a[2] or step_a[3] or other.episode.done:
             break
 
 

@@ -71,10 +71,12 @@ from collections.abc import Callable
 from typing import Any
 
 from agentic_rl.envs.adapters.openenv_server import OpenEnvServer, shut
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.envs.base import Env
+from agentic_rl.envs.context import EnvContext
+from agentic_rl.envs.registry import EnvSpec
 from agentic_rl.errors import AgenticRLError, EnvUnavailableError, UnknownEnvError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
-from agentic_rl.rewards.components import generated_tokens
+from agentic_rl.rewards.costs import token_cost
 from agentic_rl.tools.definition.prompt import render_tool_system_prompt
 from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.governance.audit import AuditLog
@@ -100,6 +102,9 @@ MCP_INSTRUCTIONS = "Act in this environment by calling its tools."
 
 #: scripted policies by module: ``oracle(observation_dict) -> reply or None``
 _ORACLES: dict[str, Callable[[dict[str, Any]], str | None]] = {}
+
+#: config keys the ``train --env`` shortcut sets before the user's ``--set``
+OPENENV_RECIPE: dict[str, Any] = {"rollout.max_new_tokens": 96}
 
 
 class OpenEnvError(AgenticRLError, RuntimeError):
@@ -168,10 +173,10 @@ class OpenEnvEnv(Env):
             (ignored for an MCP env).
         reward_range: ``(low, high)`` of the env's final reward, mapped to [0, 1]; low < high.
         python: the interpreter that runs the server (default: this one).
-        permissions: a ``[tools.permissions]`` table for an MCP env's tools (default: each
-            tool allowed, side effect ``workspace_write``: it changes the env's state).
-        audit_path: JSON-lines audit log of every MCP tool call; None audits nothing.
-        run_id: written into every audit record.
+        context: the run's :class:`~agentic_rl.envs.context.EnvContext`: ``audit_path`` (JSON-lines
+            audit log of every tool call; None audits nothing), ``run_id`` (in every audit record)
+            and ``permissions``: a ``[tools.permissions]`` table for an MCP env's tools (default:
+            each tool allowed, side effect ``workspace_write``: it changes the env's state).
 
     Raises:
         ValueError: ``max_turns`` < 1, an empty ``reward_range``, a wrong ``permissions`` table.
@@ -179,8 +184,6 @@ class OpenEnvEnv(Env):
     """
 
     description = "An OpenEnv env served locally (extra 'openenv')"
-    #: config keys the ``train --env`` shortcut sets before the user's ``--set``
-    recipe_overrides: dict[str, Any] = {"rollout.max_new_tokens": 96}
 
     def __init__(
         self,
@@ -189,10 +192,9 @@ class OpenEnvEnv(Env):
         action_field: str | None = None,
         reward_range: tuple[float, float] = (0.0, 1.0),
         python: str | None = None,
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
     ):
+        permissions, audit_path, run_id = context.permissions, context.audit_path, context.run_id
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         if not reward_range[0] < reward_range[1]:
@@ -211,7 +213,6 @@ class OpenEnvEnv(Env):
         self.mcp = False  # the server takes OpenEnv's MCP actions (RFC 003 tools)
         self.executor: ToolExecutor | None = None
         self._obs: dict[str, Any] | None = None
-        self._done, self._turn, self._trajectory_id = False, 0, ""
         self._turn_reward, self._turn_done, self._turn_obs = 0.0, False, []
 
     def _connect(self) -> Any:
@@ -244,11 +245,10 @@ class OpenEnvEnv(Env):
             EnvUnavailableError: the server did not start.
             OpenEnvError: the server answered with an error.
         """
-        seed = self.episode_seed(seed)
+        seed = self.start_episode(seed, options)
         client = self._connect()
         result = self._call("reset", lambda: client.reset(seed=seed))
-        self._obs, self._done, self._turn = dict(result.observation), False, 0
-        self._trajectory_id = str((options or {}).get("trajectory_id", ""))
+        self._obs = dict(result.observation)
         info = {"openenv_module": self.module, "openenv_observation": _json_safe(self._obs)}
         user = Message("user", render_observation(self._obs))
         if not self.mcp:
@@ -295,10 +295,7 @@ class OpenEnvEnv(Env):
             OpenEnvError: the server answered with an error (the env raised, a bad action);
                 in an MCP env such an error of one call is that call's error result instead.
         """
-        if self._obs is None:
-            raise EpisodeNotStartedError("step() called before reset()")
-        if self._done:
-            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
+        self.check_step(self._obs is not None)
         if self.mcp:
             obs, raw, done, info = self._tool_step(action)
         else:
@@ -308,15 +305,16 @@ class OpenEnvEnv(Env):
             text = render_observation(self._obs)
             obs = Observation(messages=(Message("user", text),) if text else ())
             info = {"openenv_observation": _json_safe(self._obs)}
-        self._turn += 1
+        self.count_turn()
         reward = float(raw or 0.0)
-        truncated = not done and self._turn >= self.max_turns
-        self._done = done or truncated
+        truncated = not done and self.episode.turn >= self.max_turns
+        if done or truncated:
+            self.end_episode()
         info.update(
             openenv_reward=raw,
             openenv_outcome=self.normalise(reward) if done else 0.0,
         )
-        if self._done and not obs.tool_results:
+        if self.episode.done and not obs.tool_results:
             obs = Observation(messages=())
         return obs, reward, done, truncated, info
 
@@ -330,8 +328,8 @@ class OpenEnvEnv(Env):
         report = self.executor.execute(
             action.tool_calls,
             action.tool_call_errors,
-            trajectory_id=self._trajectory_id,
-            turn=self._turn,
+            trajectory_id=self.episode.trajectory_id,
+            turn=self.episode.turn,
         )
         obs = Observation(
             messages=tuple(Message("tool", r.content) for r in report.results),
@@ -353,7 +351,7 @@ class OpenEnvEnv(Env):
     def oracle_reply(self) -> str | None:
         """The registered oracle's reply to the current observation (None: none registered)."""
         oracle = _ORACLES.get(self.module)
-        if oracle is None or self._obs is None or self._done:
+        if oracle is None or self._obs is None or self.episode.done:
             return None
         return oracle(self._obs)
 
@@ -363,9 +361,7 @@ class OpenEnvEnv(Env):
             [
                 RewardFunction("openenv_outcome", RewardGroup.OUTCOME, openenv_outcome),
                 RewardFunction("openenv_return", RewardGroup.OUTCOME, openenv_return, weight=0.0),
-                RewardFunction(
-                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
-                ),
+                token_cost(),
             ],
             weights,
         )
@@ -404,8 +400,8 @@ def openenv_modules() -> list[str]:
     return sorted(found)
 
 
-def resolve_openenv_id(env_id: str) -> tuple[Callable[..., Env], str]:
-    """``(factory, description)`` for an ``openenv/<module>-v0`` id; the factory takes the
+def resolve_openenv_id(env_id: str) -> EnvSpec:
+    """The registry entry (factory, description, recipe) of an ``openenv/<module>-v0`` id; the factory takes the
     keywords of :class:`OpenEnvEnv` after ``module``.
 
     Raises:
@@ -421,30 +417,14 @@ def resolve_openenv_id(env_id: str) -> tuple[Callable[..., Env], str]:
     _require_openenv()
     module = match.group(1)
 
-    def factory(max_turns: int = 5, **kwargs: Any) -> OpenEnvEnv:
-        return OpenEnvEnv(module, max_turns=max_turns, **kwargs)
+    def factory(
+        max_turns: int = 5, context: EnvContext = EnvContext(), **kwargs: Any
+    ) -> OpenEnvEnv:
+        return OpenEnvEnv(module, max_turns=max_turns, context=context, **kwargs)
 
-    overrides = dict(OpenEnvEnv.recipe_overrides)
+    overrides = dict(OPENENV_RECIPE)
     if module not in _ORACLES:  # no demonstrations and no guidance without an oracle
         overrides.update({"warmup.enabled": False, "sampling.guidance": "off"})
-    factory.recipe_overrides = overrides  # type: ignore[attr-defined]
-    return factory, f"OpenEnv env {module} (served locally)"
-
-
-def register_openenv_family() -> None:
-    """Register the ``openenv/<module>-v0`` family (lazy: imports nothing until an id is resolved).
-
-    Raises:
-        ValueError: the family is already registered.
-    """
-    from agentic_rl.envs.registry import EnvFamily, register_family
-
-    register_family(
-        EnvFamily(
-            OPENENV_PATTERN,
-            OPENENV_PREFIX,
-            resolve_openenv_id,
-            "OpenEnv envs, each served by its own local process (extra 'openenv')",
-            openenv_modules,
-        )
+    return EnvSpec(
+        env_id, factory, f"OpenEnv env {module} (served locally)", recipe_overrides=overrides
     )

@@ -50,13 +50,13 @@ import importlib
 import json
 import random
 import re
-from collections.abc import Callable
 from typing import Any
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.envs.base import Env
+from agentic_rl.envs.registry import EnvSpec
 from agentic_rl.errors import EnvUnavailableError, UnknownEnvError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
-from agentic_rl.rewards.components import generated_tokens
+from agentic_rl.rewards.costs import token_cost
 from agentic_rl.types import Action, Message, Observation, Trajectory
 
 __all__ = [
@@ -78,6 +78,9 @@ AIME_INSTRUCTION = (
     "Solve the problem step by step. The last line of your response should be of the form "
     "Answer: $Answer (without quotes) where $Answer is the answer to the problem."
 )
+
+#: config keys the ``train --env`` shortcut sets before the user's ``--set``
+SKYRL_RECIPE: dict[str, Any] = {"rollout.max_new_tokens": 128}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,8 +188,6 @@ class SkyRLEnv(Env):
     """
 
     description = "A SkyRL-Gym env (extra 'skyrl')"
-    #: config keys the ``train --env`` shortcut sets before the user's ``--set``
-    recipe_overrides: dict[str, Any] = {"rollout.max_new_tokens": 128}
 
     def __init__(self, name: str = "gsm8k", max_turns: int = 5):
         if name not in SKYRL_ENVS:
@@ -197,7 +198,6 @@ class SkyRLEnv(Env):
         self.name, self.max_turns, self.spec_info = name, int(max_turns), SKYRL_ENVS[name]
         self.task: SkyRLTask | None = None
         self._env: Any = None
-        self._done, self._turn = False, 0
 
     def _extras(self, task: SkyRLTask) -> dict[str, Any]:
         """The dataset row's extras SkyRL's env reads its ground truth from."""
@@ -212,13 +212,12 @@ class SkyRLEnv(Env):
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Build SkyRL's env for the task of ``seed`` (random if None) and ``init`` it."""
-        seed = self.episode_seed(seed)
+        seed = self.start_episode(seed, options)
         self.close()
         self.task = make_task(seed)
         self._env = self._skyrl.make(self.name, env_config=None, extras=self._extras(self.task))
         prompt = [{"role": "user", "content": f"{self.task.question} {self.spec_info.instruction}"}]
         messages, metadata = self._env.init(prompt)
-        self._done, self._turn = False, 0
         info = {
             "level": self.task.level,
             "skyrl_env": self.name,
@@ -234,11 +233,7 @@ class SkyRLEnv(Env):
             EpisodeNotStartedError: before ``reset``.
             EpisodeEndedError: after the episode ended.
         """
-        if self._env is None or self.task is None:
-            raise EpisodeNotStartedError("step() called before reset()")
-        if self._done:
-            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
-        self._turn += 1
+        self.begin_step(self._env is not None and self.task is not None)
         try:
             out = self._env.step(action.text)
             reward, done = float(out["reward"]), bool(out["done"])
@@ -248,8 +243,9 @@ class SkyRLEnv(Env):
             error = f"{type(exc).__name__}: {exc}"
             reward, done, info = 0.0, True, {"skyrl_metadata": {}, "skyrl_error": error}
             messages = (Message("user", f"The environment could not process the reply: {error}"),)
-        truncated = not done and self._turn >= self.max_turns
-        self._done = done or truncated
+        truncated = not done and self.episode.turn >= self.max_turns
+        if done or truncated:
+            self.end_episode()
         info.update(
             skyrl_reward=reward,
             skyrl_outcome=self.normalise(reward) if done else 0.0,
@@ -265,7 +261,7 @@ class SkyRLEnv(Env):
 
     def oracle_reply(self) -> str | None:
         """The worked solution ending in the env's answer line; None before reset or after the end."""
-        if self.task is None or self._done:
+        if self.task is None or self.episode.done:
             return None
         line = self.spec_info.answer_line.format(answer=self.task.answer)
         return f"{self.task.work}\n{line}"
@@ -277,9 +273,7 @@ class SkyRLEnv(Env):
                 RewardFunction("skyrl_outcome", RewardGroup.OUTCOME, skyrl_outcome),
                 RewardFunction("skyrl_reward", RewardGroup.OUTCOME, skyrl_reward, weight=0.0),
                 RewardFunction("skyrl_errors", RewardGroup.OUTCOME, skyrl_errors, weight=0.0),
-                RewardFunction(
-                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
-                ),
+                token_cost(),
             ],
             weights,
         )
@@ -313,8 +307,8 @@ def skyrl_env_names() -> list[str]:
     return sorted(SKYRL_ENVS)
 
 
-def resolve_skyrl_id(env_id: str) -> tuple[Callable[..., Env], str]:
-    """``(factory, description)`` for a ``skyrl/<env>-v0`` id; the factory takes ``max_turns``.
+def resolve_skyrl_id(env_id: str) -> EnvSpec:
+    """The registry entry (factory, description, recipe) of a ``skyrl/<env>-v0`` id; the factory takes ``max_turns``.
 
     Raises:
         EnvUnavailableError: ``skyrl-gym`` is not installed (names ``pip install 'agentic-rl[skyrl]'``).
@@ -335,24 +329,4 @@ def resolve_skyrl_id(env_id: str) -> tuple[Callable[..., Env], str]:
     def factory(max_turns: int = 5) -> SkyRLEnv:
         return SkyRLEnv(name, max_turns=max_turns)
 
-    factory.recipe_overrides = SkyRLEnv.recipe_overrides  # type: ignore[attr-defined]
-    return factory, SKYRL_ENVS[name].description
-
-
-def register_skyrl_family() -> None:
-    """Register the ``skyrl/<env>-v0`` family (lazy: imports nothing until an id is resolved).
-
-    Raises:
-        ValueError: the family is already registered.
-    """
-    from agentic_rl.envs.registry import EnvFamily, register_family
-
-    register_family(
-        EnvFamily(
-            SKYRL_PATTERN,
-            SKYRL_PREFIX,
-            resolve_skyrl_id,
-            "SkyRL-Gym text envs fed with generated tasks (extra 'skyrl')",
-            skyrl_env_names,
-        )
-    )
+    return EnvSpec(env_id, factory, SKYRL_ENVS[name].description, recipe_overrides=SKYRL_RECIPE)

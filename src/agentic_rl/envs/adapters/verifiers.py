@@ -68,10 +68,11 @@ from agentic_rl.envs.adapters.verifiers_client import (
     close_bridges,
     find_verifiers_python,
 )
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.envs.base import Env
+from agentic_rl.envs.registry import EnvSpec
 from agentic_rl.errors import UnknownEnvError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
-from agentic_rl.rewards.components import generated_tokens
+from agentic_rl.rewards.costs import token_cost
 from agentic_rl.types import Action, Message, Observation, Trajectory
 
 __all__ = [
@@ -88,6 +89,9 @@ __all__ = [
 VERIFIERS_PATTERN = "verifiers/<taskset>-v0"
 VERIFIERS_PREFIX = "verifiers/"
 _VERIFIERS_ID = re.compile(r"^verifiers/([A-Za-z_][A-Za-z0-9_.]*)-v(\d+)$")
+
+#: config keys the ``train --env`` shortcut sets before the user's ``--set``
+VERIFIERS_RECIPE: dict[str, Any] = {"rollout.max_new_tokens": 96}
 
 
 class VerifiersEnv(Env):
@@ -106,8 +110,6 @@ class VerifiersEnv(Env):
     """
 
     description = "A verifiers taskset (own virtualenv, `make install-verifiers`)"
-    #: config keys the ``train --env`` shortcut sets before the user's ``--set``
-    recipe_overrides: dict[str, Any] = {"rollout.max_new_tokens": 96}
 
     def __init__(
         self, taskset: str, python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S
@@ -118,7 +120,6 @@ class VerifiersEnv(Env):
         self.bridge = bridge_for(taskset, python)
         self._seed: int | None = None
         self._answer: str | None = None
-        self._done = False
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
@@ -128,9 +129,9 @@ class VerifiersEnv(Env):
         Raises:
             VerifiersError: the bridge failed to give the task (an error, no answer in time).
         """
-        seed = self.episode_seed(seed)
+        seed = self.start_episode(seed, options)
         task = self.bridge.request({"op": "task", "seed": seed}, self.timeout_s)
-        self._seed, self._answer, self._done = seed, task["answer"], False
+        self._seed, self._answer = seed, task["answer"]
         messages = tuple(Message(m["role"], m["content"]) for m in task["messages"])
         return Observation(messages=messages), {"verifiers_task": task["name"]}
 
@@ -143,11 +144,8 @@ class VerifiersEnv(Env):
             VerifiersError: a verifiers scoring function raised (named in the message), or
                 gave no answer within ``timeout_s`` (the bridge was killed; it restarts).
         """
-        if self._seed is None:
-            raise EpisodeNotStartedError("step() called before reset()")
-        if self._done:
-            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
-        self._done = True
+        self.begin_step(self._seed is not None)
+        self.end_episode()
         request = {"op": "score", "seed": self._seed, "reply": action.text}
         scored = self.bridge.request(request, self.timeout_s)
         skipped = sorted(k for k, v in scored["rewards"].items() if v is None)
@@ -164,7 +162,7 @@ class VerifiersEnv(Env):
 
     def oracle_reply(self) -> str | None:
         """The task data's ``answer`` (None: the taskset has no answer field, or no episode)."""
-        return None if self._seed is None or self._done else self._answer
+        return None if self._seed is None or self.episode.done else self._answer
 
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
         """Default rubric (components in the module docstring)."""
@@ -176,9 +174,7 @@ class VerifiersEnv(Env):
             [
                 RewardFunction("verifiers_reward", RewardGroup.OUTCOME, verifiers_reward),
                 *named,
-                RewardFunction(
-                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
-                ),
+                token_cost(),
             ],
             weights,
         )
@@ -203,8 +199,9 @@ def _one_reward(name: str) -> Callable[[Trajectory], float]:
     return component
 
 
-def resolve_verifiers_id(env_id: str) -> tuple[Callable[..., Env], str]:
-    """``(factory, description)`` for a ``verifiers/<taskset>-v0`` id; the factory takes ``python`` and
+def resolve_verifiers_id(env_id: str) -> EnvSpec:
+    """The registry entry (factory, description, recipe) of a ``verifiers/<taskset>-v0`` id; the
+    factory takes ``python`` and
     ``timeout_s`` (env kwargs).
 
     Raises:
@@ -223,33 +220,15 @@ def resolve_verifiers_id(env_id: str) -> tuple[Callable[..., Env], str]:
     def factory(python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> VerifiersEnv:
         return VerifiersEnv(taskset, python=python, timeout_s=timeout_s)
 
-    overrides = dict(VerifiersEnv.recipe_overrides)
+    overrides = dict(VERIFIERS_RECIPE)
     has_answer = bridge.request({"op": "task", "seed": 0})["answer"] is not None
     if not has_answer:  # no demonstrations and no guidance without an oracle
         overrides.update({"warmup.enabled": False, "sampling.guidance": "off"})
-    factory.recipe_overrides = overrides  # type: ignore[attr-defined]
-    return factory, f"verifiers taskset {taskset} (single-turn)"
+    return EnvSpec(
+        env_id, factory, f"verifiers taskset {taskset} (single-turn)", recipe_overrides=overrides
+    )
 
 
 def verifiers_tasksets() -> list[str]:
     """No listing: a taskset is any importable package of the verifiers Python. Returns []."""
     return []
-
-
-def register_verifiers_family() -> None:
-    """Register the ``verifiers/<taskset>-v0`` family (lazy: nothing starts until an id is resolved).
-
-    Raises:
-        ValueError: the family is already registered.
-    """
-    from agentic_rl.envs.registry import EnvFamily, register_family
-
-    register_family(
-        EnvFamily(
-            VERIFIERS_PATTERN,
-            VERIFIERS_PREFIX,
-            resolve_verifiers_id,
-            "verifiers single-turn tasksets, in their own virtualenv (make install-verifiers)",
-            verifiers_tasksets,
-        )
-    )

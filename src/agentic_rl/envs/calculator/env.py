@@ -59,7 +59,9 @@ import json
 from fractions import Fraction
 from typing import Any
 
+from agentic_rl.envs.base import EpisodeState
 from agentic_rl.envs.calculator.tasks import LEVELS, ArithmeticTask, make_task
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.tool_env import ToolEnv
 from agentic_rl.rewards import (
     RewardFunction,
@@ -78,6 +80,7 @@ from agentic_rl.rewards.components import (
     num_tool_calls,
     tool_call_format,
 )
+from agentic_rl.rewards.costs import token_cost, tool_call_cost
 from agentic_rl.rewards.risk import risk_functions
 from agentic_rl.tools import calculator
 from agentic_rl.tools.governance.permissions import PermissionPolicy
@@ -118,9 +121,10 @@ class CalculatorEnv(ToolEnv):
 
     Args:
         levels: difficulty levels to draw from (subset of ``direct``, ``multi_op``, ``word``).
-        permissions: a ``[tools.permissions]`` table; None allows ``calculator`` (read-only) only.
-        audit_path: JSON-lines audit log of every tool call; None audits nothing.
-        run_id: written into every audit record.
+        context: the run's :class:`~agentic_rl.envs.context.EnvContext`: ``audit_path`` (JSON-lines
+            audit log of every tool call; None audits nothing), ``run_id`` (in every audit record)
+            and ``permissions``: a ``[tools.permissions]`` table; None allows ``calculator``
+            (read-only) only.
         mcp_servers: MCP servers whose tools are offered next to the calculator (tables of
             :class:`~agentic_rl.tools.mcp.McpServerSpec`; needs the ``mcp`` extra).
 
@@ -137,9 +141,7 @@ class CalculatorEnv(ToolEnv):
     def __init__(
         self,
         levels: tuple[str, ...] | list[str] = LEVELS,
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
         mcp_servers: list[dict[str, Any]] | None = None,
     ):
         self.levels = levels if isinstance(levels, str) else tuple(levels)
@@ -148,40 +150,37 @@ class CalculatorEnv(ToolEnv):
             {calculator.name: calculator},
             INSTRUCTIONS,
             PermissionPolicy.allow_all({calculator.name: "read_only"}),
-            permissions,
-            audit_path,
-            run_id,
             mcp_servers=mcp_servers,
+            context=context,
         )
         self.task: ArithmeticTask | None = None
         self._called = False
 
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Observation, dict[str, Any]]:
-        """Draw the task of ``seed`` (a random seed if None); ``options["trajectory_id"]`` names
-        the episode in the audit log."""
-        seed = self.start_episode(seed, options)
+    def new_task(self, seed: int) -> str:
+        """Draw the task of ``seed``; returns its question."""
         self.task = make_task(seed, self.levels)
         self._called = False
-        obs = self.first_observation(self.task.question)
-        info = {
+        return self.task.question
+
+    def task_info(self) -> dict[str, Any]:
+        """The reset info: the task's level, answer and expression."""
+        assert self.task is not None
+        return {
             "level": self.task.level,
             "expected": self.task.answer,
             "expression": self.task.expression,
         }
-        return obs, info
 
-    def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        """Run the action's tool calls, or grade its final answer (see the module docstring)."""
-        self.begin_step(self.task is not None)
-        if action.tool_calls or action.tool_call_errors:
-            report = self.run_tools(action)
-            self._called = True
-            obs, info = self.tool_turn(report.results, report.risk_events)
-            return obs, 0.0, False, False, info
-        self.end_episode()
-        answer = extract_answer(action.text)
+    def tool_step(self, action: Action) -> tuple[Observation, dict[str, Any]]:
+        """Run the action's tool calls (and remember the calculator was called)."""
+        report = self.run_tools(action)
+        self._called = True
+        return self.tool_turn(report.results, report.risk_events)
+
+    def grade_answer(self, text: str) -> tuple[float, dict[str, Any]]:
+        """Grade the final answer: 1.0 when it equals the reference (module docstring)."""
+        assert self.task is not None
+        answer = extract_answer(text)
         correct = numbers_equal(answer, self.task.answer)
         info = {
             "answer": answer,
@@ -190,12 +189,13 @@ class CalculatorEnv(ToolEnv):
             "level": self.task.level,
             "expected": self.task.answer,
         }
-        return Observation(messages=()), float(correct), True, False, info
+        return float(correct), info
 
     def snapshot(self) -> CalculatorSnapshot:
         """The episode state (see the module docstring). Never raises."""
+        episode = self.episode
         return CalculatorSnapshot(
-            self.task, self._done, self._turn, self._called, self._trajectory_id
+            self.task, episode.done, episode.turn, self._called, episode.trajectory_id
         )
 
     def restore(self, snapshot: CalculatorSnapshot) -> None:
@@ -209,12 +209,16 @@ class CalculatorEnv(ToolEnv):
                 f"{self.env_id or 'calculator-v0'}: expected a CalculatorSnapshot, "
                 f"got {type(snapshot).__name__}"
             )
-        self.task, self._done, self._turn = snapshot.task, snapshot.done, snapshot.turn
-        self._called, self._trajectory_id = snapshot.called, snapshot.trajectory_id
+        self.task, self._called = snapshot.task, snapshot.called
+        self.restore_episode(
+            EpisodeState(
+                snapshot.task is not None, snapshot.turn, snapshot.done, snapshot.trajectory_id
+            )
+        )
 
     def oracle_reply(self) -> str | None:
         """Reference policy: call the calculator on the reference expression, then answer."""
-        if self.task is None or self._done:
+        if self.task is None or self.episode.done:
             return None
         if not self._called:
             call = {"name": "calculator", "arguments": {"expression": self.task.expression}}
@@ -228,10 +232,8 @@ class CalculatorEnv(ToolEnv):
                 RewardFunction("correct_answer", RewardGroup.OUTCOME, correct_answer),
                 RewardFunction("computed_calls", RewardGroup.PROCESS, computed_calls),
                 RewardFunction("grounded_answer", RewardGroup.PROCESS, grounded_answer),
-                RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
-                RewardFunction(
-                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
-                ),
+                tool_call_cost(),
+                token_cost(),
                 *risk_functions(),
             ],
             weights,

@@ -82,14 +82,14 @@ from agentic_rl.envs.code_repair.tasks import (
     run_hidden_tests,
     visible_test_source,
 )
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.tool_env import ToolEnv
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
 from agentic_rl.rewards.components import (
     final_info,
-    generated_tokens,
-    num_tool_calls,
     tool_call_format,
 )
+from agentic_rl.rewards.costs import token_cost, tool_call_cost
 from agentic_rl.rewards.risk import risk_events, risk_functions
 from agentic_rl.tools.definition.prompt import render_tool_system_prompt
 from agentic_rl.tools.definition.tool import Tool
@@ -182,9 +182,10 @@ class CodeRepairEnv(ToolEnv):
         bug_kinds: which bug kinds to draw (subset of :data:`BUG_KINDS`).
         test_timeout_s: wall-clock limit of one visible or hidden test run, in seconds.
         sandbox_backend: ``"bwrap"`` (isolated) or ``"unsafe_local"`` (resource limits only).
-        permissions: a ``[tools.permissions]`` table; None uses :data:`DEFAULT_PERMISSIONS`.
-        audit_path: JSON-lines audit log of every tool call; None audits nothing.
-        run_id: written into every audit record.
+        context: the run's :class:`~agentic_rl.envs.context.EnvContext`: ``audit_path`` (JSON-lines
+            audit log of every tool call; None audits nothing), ``run_id`` (in every audit record)
+            and ``permissions``: a ``[tools.permissions]`` table; None uses
+            :data:`DEFAULT_PERMISSIONS`.
 
     Raises:
         ValueError: an unknown bug kind, a non-positive timeout, or a bad permissions table
@@ -192,23 +193,15 @@ class CodeRepairEnv(ToolEnv):
     """
 
     description = "Fix a seeded bug in a HumanEval function with file tools and visible tests; hidden tests grade"
-    #: budgets of ``agentic-rl train --env code-repair-v0`` (the oracle's reply that writes the fixed
-    #: solution.py is up to ~740 tokens, the first prompt up to ~830, SmolLM2 tokenizer)
-    recipe_overrides: dict[str, Any] = {
-        "rollout.max_turns": 4,
-        "rollout.max_new_tokens": 768,
-        "rollout.max_total_tokens": 3072,
-    }
 
     def __init__(
         self,
         bug_kinds: tuple[str, ...] | list[str] = BUG_KINDS,
         test_timeout_s: float = 10.0,
         sandbox_backend: str = "bwrap",
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
     ):
+        permissions, audit_path, run_id = context.permissions, context.audit_path, context.run_id
         kinds = (bug_kinds,) if isinstance(bug_kinds, str) else tuple(bug_kinds)
         unknown = sorted(set(kinds) - set(BUG_KINDS))
         if unknown or not kinds:
@@ -243,9 +236,8 @@ class CodeRepairEnv(ToolEnv):
         if permissions is not None:  # a user's rule for a tool this env lacks would never apply
             self.policy.check_tool_names(self._make_tools(None))
         self.system_prompt = render_tool_system_prompt(INSTRUCTIONS, list(self._schemas))
-        self._done, self._turn, self._ran_tests, self._tampered = False, 0, False, False
+        self._ran_tests, self._tampered = False, False
         self._test_hash: str | None = None
-        self._trajectory_id = ""
 
     def _make_tools(self, box: EpisodeSandbox | None) -> dict[str, Tool]:
         base = box.tools() if box else _schema_only_file_tools()
@@ -402,9 +394,9 @@ class CodeRepairEnv(ToolEnv):
 
     def oracle_reply(self) -> str | None:
         """Reference policy: write the canonical solution and run the tests, then submit."""
-        if self.problem is None or self._done:
+        if self.problem is None or self.episode.done:
             return None
-        if self._turn == 0:
+        if self.episode.turn == 0:
             write = {
                 "name": "write_file",
                 "arguments": {"path": SOLUTION, "content": self.problem.solution_source},
@@ -420,10 +412,8 @@ class CodeRepairEnv(ToolEnv):
                 RewardFunction("hidden_tests_pass", RewardGroup.OUTCOME, hidden_tests_pass),
                 RewardFunction("tool_call_format", RewardGroup.PROCESS, tool_call_format),
                 RewardFunction("ran_visible_tests", RewardGroup.PROCESS, ran_visible_tests),
-                RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
-                RewardFunction(
-                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
-                ),
+                tool_call_cost(),
+                token_cost(),
                 RewardFunction("reward_hacking", RewardGroup.RISK, reward_hacking, weight=1.0),
                 *risk_functions(),
             ],

@@ -58,7 +58,8 @@ import json
 import random
 from typing import Any
 
-from agentic_rl.envs.base import SnapshotNotSupportedError
+from agentic_rl.envs.base import EpisodeState, SnapshotNotSupportedError
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.coq_proof.lemmas import LEVELS, Lemma, lemmas
 from agentic_rl.envs.coq_proof.prover import ProofSession, check_proof, coq_problem
 from agentic_rl.envs.coq_proof.sentences import SplitError, classify, split_sentences
@@ -67,10 +68,9 @@ from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
 from agentic_rl.rewards.components import (
     final_info,
-    generated_tokens,
-    num_tool_calls,
     tool_call_format,
 )
+from agentic_rl.rewards.costs import token_cost, tool_call_cost
 from agentic_rl.rewards.risk import SANDBOX_LIMIT, risk_events, risk_functions
 from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.governance.executor import risk_event
@@ -115,9 +115,9 @@ class CoqProofEnv(ToolEnv):
         tactic_timeout_s: seconds one tactic may run (Coq's ``Timeout``; whole seconds >= 1).
         sandbox_backend: ``"bwrap"`` (isolated) or ``"unsafe_local"`` (resource limits only).
         memory_bytes: address-space limit of coqtop and coqc (bytes).
-        permissions: a ``[tools.permissions]`` table; None allows ``run_tactics``.
-        audit_path: JSON-lines audit log of every call; None audits nothing.
-        run_id: written into every audit record.
+        context: the run's :class:`~agentic_rl.envs.context.EnvContext`: ``audit_path`` (JSON-lines
+            audit log of every tool call; None audits nothing), ``run_id`` (in every audit record)
+            and ``permissions``: a ``[tools.permissions]`` table; None allows ``run_tactics``.
         tool_prompt: ``"json"`` or ``"signature"`` (how the system prompt lists the tool).
 
     Raises:
@@ -127,21 +127,6 @@ class CoqProofEnv(ToolEnv):
     """
 
     description = "Prove Coq lemmas (nat arithmetic, lists, induction) tactic by tactic; coqc checks the proof"
-    #: ``agentic-rl train --env coq-proof-v0``: level 1 only (what a 135M model on a CPU can
-    #: learn in a ~30-minute run), a few short turns. SmolLM2 tokens with the signature tool
-    #: prompt: first prompt 140 (level 1) to 394 (level 3), oracle reply at most 45 (level 1)
-    #: and 122 (level 3, ``sum_list_rev``)
-    recipe_overrides: dict[str, Any] = {
-        "env.kwargs.levels": [1],
-        "env.kwargs.tool_prompt": "signature",
-        "warmup.env_kwargs": {"levels": [1], "tool_prompt": "signature"},
-        "rollout.max_turns": 3,
-        "rollout.max_new_tokens": 128,
-        "rollout.max_total_tokens": 1536,
-        "warmup.num_demos": 32,
-        "sampling.rollout_tasks": 4,
-        "sampling.max_sample_rounds": 1,
-    }
 
     def __init__(
         self,
@@ -150,11 +135,10 @@ class CoqProofEnv(ToolEnv):
         tactic_timeout_s: int = 5,
         sandbox_backend: str = "bwrap",
         memory_bytes: int = 1 << 30,
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
         tool_prompt: str = "json",
     ):
+        permissions, audit_path, run_id = context.permissions, context.audit_path, context.run_id
         levels = (levels,) if isinstance(levels, int) else tuple(levels)
         if not levels or set(levels) - set(LEVELS):
             raise ValueError(f"levels must be a non-empty subset of {sorted(LEVELS)}; got {levels}")
@@ -242,7 +226,7 @@ class CoqProofEnv(ToolEnv):
             events = [*report.risk_events, *self._events]
             self._events = []
             counts = {"tactics_sent": self._sent - sent, "tactics_accepted": self._ok - ok}
-            if not self._proved and self._turn < self.max_steps:
+            if not self._proved and self.episode.turn < self.max_steps:
                 obs, info = self.tool_turn(report.results, events, **counts)
                 return obs, 0.0, False, False, info
             self.end_episode()
@@ -331,7 +315,7 @@ class CoqProofEnv(ToolEnv):
 
     def oracle_reply(self) -> str | None:
         """Reference policy: the rest of the lemma's reference proof and ``Qed.`` in one call."""
-        if self.lemma is None or self.session is None or self._done:
+        if self.lemma is None or self.session is None or self.episode.done:
             return None
         reference = split_sentences(self.lemma.proof)
         accepted = self.session.accepted
@@ -346,10 +330,8 @@ class CoqProofEnv(ToolEnv):
                 RewardFunction("proof_checked", RewardGroup.OUTCOME, proof_checked),
                 RewardFunction("tool_call_format", RewardGroup.PROCESS, tool_call_format),
                 RewardFunction("accepted_tactics", RewardGroup.PROCESS, accepted_tactics),
-                RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
-                RewardFunction(
-                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
-                ),
+                tool_call_cost(),
+                token_cost(),
                 RewardFunction("proof_cheats", RewardGroup.RISK, proof_cheats, weight=1.0),
                 *risk_functions(),
             ],
@@ -368,9 +350,9 @@ class CoqProofEnv(ToolEnv):
             self.index,
             tuple(self.session.accepted),
             self.session.goals,
-            self._turn,
-            self._done,
-            self._trajectory_id,
+            self.episode.turn,
+            self.episode.done,
+            self.episode.trajectory_id,
             self._proved,
             self._sent,
             self._ok,
@@ -386,8 +368,10 @@ class CoqProofEnv(ToolEnv):
             raise TypeError(f"expected a CoqSnapshot, got {type(snapshot).__name__}")
         self.index = snapshot.index
         self._start(snapshot.index, list(snapshot.accepted), snapshot.goals)
-        self._turn, self._done = snapshot.turn, snapshot.done
-        self._trajectory_id, self._proved = snapshot.trajectory_id, snapshot.proved
+        self._proved = snapshot.proved
+        self.restore_episode(
+            EpisodeState(True, snapshot.turn, snapshot.done, snapshot.trajectory_id)
+        )
         self._sent, self._ok = snapshot.sent, snapshot.ok
 
     def close(self) -> None:

@@ -32,71 +32,44 @@ so it is kept on each ``Turn`` (``Turn.reward``), and an invalid action's proces
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+import importlib
+from typing import Any
 
-from agentic_rl.envs.games.gym_adapter import GymTextEnv
-from agentic_rl.envs.games.gym_games import (
-    CliffWalkingTextEnv,
-    FrozenLakeTextEnv,
-    TaxiTextEnv,
-    gym_text_env,
-)
-from agentic_rl.envs.games.rubric import game_rubric
-from agentic_rl.envs.games.textarena_adapter import TextArenaEnv
-from agentic_rl.envs.games.textarena_games import GAMES
-from agentic_rl.envs.games.textworld_env import TextWorldEnv
+from agentic_rl.envs.games.textarena_games import TEXTARENA_IDS
 
-#: TextArena game -> registered id
-TEXTARENA_IDS = {
-    "GuessTheNumber": "ta-guessthenumber-v0",
-    "TowerOfHanoi": "ta-towerofhanoi-v0",
-    "Mastermind": "ta-mastermind-v0",
-    "Minesweeper": "ta-minesweeper-v0",
-    "Sudoku": "ta-sudoku-v0",
-    "Countdown": "ta-countdown-v0",
-    "Wordle": "ta-wordle-v0",
-    "Hangman": "ta-hangman-v0",
+#: public name -> the module that defines it (imported on first access: importing this package
+#: imports no game module, so listing env ids stays cheap)
+_LAZY = {
+    "GymTextEnv": "gym_adapter",
+    "FrozenLakeTextEnv": "gym_games",
+    "TaxiTextEnv": "gym_games",
+    "CliffWalkingTextEnv": "gym_games",
+    "gym_text_env": "gym_games",
+    "game_rubric": "rubric",
+    "TextArenaEnv": "textarena_adapter",
+    "TextWorldEnv": "textworld_env",
 }
 
 
-def register_game_envs(register: Callable[..., None]) -> None:
-    """Register the game envs with ``register(env_id, factory, description, **kwargs)``."""
-    register(
-        "frozenlake-v0",
-        FrozenLakeTextEnv,
-        "FrozenLake (not slippery): walk from S to G on a random 4x4 map",
-    )
-    register(
-        "frozenlake-slippery-v0",
-        FrozenLakeTextEnv,
-        "FrozenLake on slippery ice (random 4x4 map)",
-        is_slippery=True,
-    )
-    register("taxi-v0", TaxiTextEnv, TaxiTextEnv.description)
-    register("cliffwalking-v0", CliffWalkingTextEnv, CliffWalkingTextEnv.description)
-    register("textworld-v0", TextWorldEnv, TextWorldEnv.description + " (extra 'textworld')")
-    register(
-        "gym-v0",
-        gym_text_env,
-        "Any Gymnasium env with discrete actions, by env.kwargs.gym_id (default CliffWalking-v1)",
-    )
-    for game, env_id in TEXTARENA_IDS.items():
-        needs = " (needs NLTK corpora installed locally)" if GAMES[game].nltk_resources else ""
-        factory = functools.partial(TextArenaEnv, game)
-        factory.recipe_overrides = GAMES[game].recipe_overrides  # type: ignore[attr-defined]
-        register(env_id, factory, f"TextArena {game} (single player){needs}")
+def __getattr__(name: str) -> Any:
+    """The public names of the game modules, imported on first access (PEP 562).
+
+    Raises:
+        AttributeError: not a public name of this package.
+    """
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
 
 
 __all__ = [
-    "GymTextEnv",
-    "FrozenLakeTextEnv",
-    "TaxiTextEnv",
     "CliffWalkingTextEnv",
+    "FrozenLakeTextEnv",
+    "GymTextEnv",
+    "TEXTARENA_IDS",
+    "TaxiTextEnv",
     "TextArenaEnv",
     "TextWorldEnv",
-    "TEXTARENA_IDS",
     "game_rubric",
     "gym_text_env",
-    "register_game_envs",
 ]

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.envs.base import Env
 from agentic_rl.envs.games.planning import greedy_action, value_iteration
 from agentic_rl.envs.games.rubric import game_rubric
 from agentic_rl.envs.games.text import action_help, parse_action, strip_ansi
@@ -110,9 +110,6 @@ class GymTextEnv(Env):
             )
         self._q: np.ndarray | None = None
         self._obs: Any = None
-        self._started = False
-        self._done = False
-        self._turn = 0
         self._return = 0.0
 
     # -- construction helpers (subclasses change the gym kwargs per seed) -----------------------
@@ -161,7 +158,7 @@ class GymTextEnv(Env):
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Start the episode of ``seed`` (drawn from ``np_random`` if None): same seed, same start."""
-        seed = self.episode_seed(seed)
+        seed = self.start_episode(seed, options)
         kwargs = self._gym_kwargs_for(int(seed))
         if kwargs is not None and kwargs != self.gym_kwargs:
             self._gym.close()
@@ -169,7 +166,7 @@ class GymTextEnv(Env):
             self._gym = self._make_gym(kwargs)
             self._q = None
         self._obs, _ = self._gym.reset(seed=int(seed))
-        self._started, self._done, self._turn, self._return = True, False, 0, 0.0
+        self._return = 0.0
         messages = (Message("system", self.system_prompt()), Message("user", self.state_text()))
         return Observation(messages=messages), {"game": self.gym_id}
 
@@ -183,11 +180,7 @@ class GymTextEnv(Env):
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Parse the reply into an action and play it (module docstring)."""
-        if not self._started:
-            raise EpisodeNotStartedError("step() called before reset()")
-        if self._done:
-            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
-        self._turn += 1
+        self.begin_step()
         index, error = parse_action(action.text, self.action_names)
         if index is None:
             reward, terminated, truncated, won = 0.0, False, False, False
@@ -198,12 +191,13 @@ class GymTextEnv(Env):
             won = bool(terminated and self.success(self._obs, reward, terminated))
             text = f"You chose {self.action_names[index]}. Reward: {reward:g}.\n{self.state_text()}"
         self._return += reward
-        truncated = not terminated and (truncated or self._turn >= self.max_steps)
+        truncated = not terminated and (truncated or self.episode.turn >= self.max_steps)
         if terminated:
             text += "\nThe game is over: you won." if won else "\nThe game is over: you lost."
         elif truncated:
             text += "\nThe turn limit is reached."
-        self._done = terminated or truncated
+        if terminated or truncated:
+            self.end_episode()
         info = {
             "valid_action": index is not None,
             "won": won,
@@ -219,7 +213,7 @@ class GymTextEnv(Env):
 
     def oracle_action(self) -> int | None:
         """The optimal action by value iteration on ``unwrapped.P``; None without a model or after the end."""
-        if not self._started or self._done:
+        if not self.episode.started or self.episode.done:
             return None
         model = getattr(self._gym.unwrapped, "P", None)
         if model is None:

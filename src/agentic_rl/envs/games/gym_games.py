@@ -117,19 +117,6 @@ class FrozenLakeTextEnv(GymTextEnv):
     """
 
     description = "FrozenLake: walk from S to G on a random map without falling into a hole"
-    #: ``agentic-rl train --env``'s recipe (docs/training_runs.md, "A Markov observation: the
-    #: shipped recipe"): rollout budgets, the neighbour line and one short context per turn, a
-    #: 24-demonstration warm-up that teaches the format only, an lr warm-up and 12 RL steps
-    recipe_overrides: dict[str, Any] = {
-        "rollout.max_turns": 16,
-        "rollout.max_new_tokens": 24,
-        "rollout.max_total_tokens": 2048,
-        "env.kwargs.describe_neighbours": True,
-        "env.kwargs.keep_history": False,
-        "warmup.num_demos": 24,
-        "optim.lr_warmup_steps": 8,
-        "algorithm.steps": 12,
-    }
 
     def __init__(
         self,
@@ -170,14 +157,14 @@ class FrozenLakeTextEnv(GymTextEnv):
         V_0 = 0. ``check_env`` tests the oracle's wins against it (binomial bound). Not slippery:
         1.0 (the shortest path of a solvable map is within the 16 turns).
         """
-        if not self._started:
+        if not self.episode.started:
             return 1.0
         model = self._gym.unwrapped.P
         if self._q is None:
             self._q = value_iteration(model, len(model), len(self.action_names))
         policy = [greedy_action(self._q, s) for s in range(len(model))]
         value = [0.0] * len(model)
-        for _ in range(self.max_steps - self._turn):
+        for _ in range(self.max_steps - self.episode.turn):
             value = [
                 sum(
                     p * (float(r > 0) if done else value[int(nxt)])
@@ -231,12 +218,6 @@ class TaxiTextEnv(GymTextEnv):
     """
 
     description = "Taxi: pick up the passenger and drop them at the destination"
-    #: rollout budgets of ``agentic-rl train --env`` (~110 tokens a turn)
-    recipe_overrides: dict[str, Any] = {
-        "rollout.max_turns": 40,
-        "rollout.max_new_tokens": 24,
-        "rollout.max_total_tokens": 6144,
-    }
 
     def __init__(self, max_steps: int = 40):
         super().__init__(
@@ -263,12 +244,6 @@ class CliffWalkingTextEnv(GymTextEnv):
     """
 
     description = "CliffWalking: reach the goal along a cliff edge without falling"
-    #: rollout budgets of ``agentic-rl train --env`` (~150 tokens a turn)
-    recipe_overrides: dict[str, Any] = {
-        "rollout.max_turns": 40,
-        "rollout.max_new_tokens": 24,
-        "rollout.max_total_tokens": 8192,
-    }
 
     def __init__(self, max_steps: int = 40):
         super().__init__(
@@ -338,6 +313,3 @@ def gym_text_env(
         success,
         max_steps=max_steps,
     )
-
-
-gym_text_env.recipe_overrides = dict(CliffWalkingTextEnv.recipe_overrides)  # type: ignore[attr-defined]

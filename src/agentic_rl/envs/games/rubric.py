@@ -25,7 +25,7 @@ Components:
 from __future__ import annotations
 
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
-from agentic_rl.rewards.components import generated_tokens
+from agentic_rl.rewards.costs import token_cost
 from agentic_rl.types import Trajectory
 
 
@@ -65,7 +65,7 @@ def game_rubric(weights: RewardWeights = RewardWeights(), *, turn_cost: float = 
             RewardFunction("valid_actions", RewardGroup.PROCESS, valid_actions),
             RewardFunction("game_return", RewardGroup.PROCESS, game_return, weight=0.0),
             RewardFunction("turns", RewardGroup.COST, num_turns, weight=turn_cost),
-            RewardFunction("generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005),
+            token_cost(),
         ],
         weights,
     )

@@ -39,7 +39,7 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.envs.base import Env
 from agentic_rl.envs.games.rubric import game_rubric
 from agentic_rl.envs.games.text import last_bracketed
 from agentic_rl.envs.games.textarena_games import GAMES, TextArenaGame
@@ -142,8 +142,6 @@ class TextArenaEnv(Env):
         self._env: Any = None
         self._data: dict[str, Any] = {}
         self._rng: Any = None
-        self._done = False
-        self._turn = 0
 
     def _call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` with this env's ``random`` state swapped in (module docstring)."""
@@ -168,7 +166,7 @@ class TextArenaEnv(Env):
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Start the game of ``seed`` (drawn from ``np_random`` if None): same seed, same game."""
-        seed = self.episode_seed(seed)
+        seed = self.start_episode(seed, options)
         seed = int(seed)
         kwargs, self._data = dict(self.game_kwargs), {}
         if self.game_spec.generator is not None:
@@ -182,7 +180,6 @@ class TextArenaEnv(Env):
             return env
 
         self._env = self._call(start)
-        self._done, self._turn = False, 0
         text = self._observation_text()
         messages = (Message("system", self.system_prompt()), Message("user", text))
         return Observation(messages=messages), {"game": self.game}
@@ -199,11 +196,7 @@ class TextArenaEnv(Env):
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Pass the reply's last bracketed move to the game (module docstring)."""
-        if self._env is None:
-            raise EpisodeNotStartedError("step() called before reset()")
-        if self._done:
-            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
-        self._turn += 1
+        self.begin_step(self._env is not None)
         move = last_bracketed(action.text) or action.text
         info: dict[str, Any] = {}
         try:
@@ -224,10 +217,11 @@ class TextArenaEnv(Env):
             reward = _final_score(state)
             won = reward >= 1.0 and not state.game_info[0].get("invalid_move")
             text += f"\nThe game is over: {state.game_info[0].get('reason', '')}"
-        truncated = not done and self._turn >= self.max_steps
+        truncated = not done and self.episode.turn >= self.max_steps
         if truncated:
             text += "\nThe turn limit is reached."
-        self._done = bool(done) or truncated
+        if done or truncated:
+            self.end_episode()
         info.update(
             {
                 "valid_action": not invalid,
@@ -248,7 +242,7 @@ class TextArenaEnv(Env):
 
     def oracle_reply(self) -> str | None:
         """The game's reference move (see :mod:`agentic_rl.envs.games.textarena_games`), or None."""
-        if self._env is None or self._done or self.game_spec.oracle is None:
+        if self._env is None or self.episode.done or self.game_spec.oracle is None:
             return None
         return self.game_spec.oracle(self._env, self._data)
 

@@ -29,6 +29,18 @@ Oracle = Callable[[Any, dict[str, Any]], "str | None"]
 #: seed -> (constructor kwargs, game data the oracle may use)
 Generator = Callable[[int], "tuple[dict[str, Any], dict[str, Any]]"]
 
+#: TextArena game -> registered id
+TEXTARENA_IDS = {
+    "GuessTheNumber": "ta-guessthenumber-v0",
+    "TowerOfHanoi": "ta-towerofhanoi-v0",
+    "Mastermind": "ta-mastermind-v0",
+    "Minesweeper": "ta-minesweeper-v0",
+    "Sudoku": "ta-sudoku-v0",
+    "Countdown": "ta-countdown-v0",
+    "Wordle": "ta-wordle-v0",
+    "Hangman": "ta-hangman-v0",
+}
+
 
 @dataclass(frozen=True)
 class TextArenaGame:

@@ -33,7 +33,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from agentic_rl.envs.base import Env, EpisodeEndedError, EpisodeNotStartedError
+from agentic_rl.envs.base import Env
 from agentic_rl.envs.games.rubric import game_rubric
 from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.rewards import RewardWeights, Rubric
@@ -96,12 +96,6 @@ class TextWorldEnv(Env):
     description = (
         "TextWorld: a generated text adventure per seed (admissible commands, intermediate rewards)"
     )
-    #: rollout budgets of ``agentic-rl train --env`` (the opening is ~250 tokens, a turn ~120)
-    recipe_overrides: dict[str, Any] = {
-        "rollout.max_turns": 30,
-        "rollout.max_new_tokens": 24,
-        "rollout.max_total_tokens": 6144,
-    }
 
     def __init__(
         self,
@@ -123,8 +117,6 @@ class TextWorldEnv(Env):
         self.games_dir = Path(games_dir) if games_dir else default_games_dir()
         self._tw: Any = None
         self._state: Any = None
-        self._done = False
-        self._turn = 0
         self._score = 0.0
 
     def game_file(self, seed: int) -> Path:
@@ -162,7 +154,7 @@ class TextWorldEnv(Env):
         """Start the game of ``seed`` (drawn from ``np_random`` in [0, 2**16) if None; generated
         on first use)."""
         drawn = seed is None
-        seed = self.episode_seed(seed)
+        seed = self.start_episode(seed, options)
         if drawn:
             seed %= 2**16  # few distinct games, each generated once (game_file caches them)
         self.close()
@@ -182,7 +174,7 @@ class TextWorldEnv(Env):
             warnings.filterwarnings("ignore", message=".*is not fully supported.*")
             self._tw = self._tw_module.start(path, request_infos=infos)
         self._state = self._tw.reset()
-        self._done, self._turn, self._score = False, 0, 0.0
+        self._score = 0.0
         system = (
             "You are playing a text adventure. Reach the objective the game gives you. Each turn, reply with "
             "one command as <action>COMMAND</action>, choosing COMMAND from the admissible commands listed "
@@ -211,11 +203,7 @@ class TextWorldEnv(Env):
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Play the reply's command if it is admissible (module docstring)."""
-        if self._tw is None:
-            raise EpisodeNotStartedError("step() called before reset()")
-        if self._done:
-            raise EpisodeEndedError("step() called after the episode ended; call reset() first")
-        self._turn += 1
+        self.begin_step(self._tw is not None)
         match = _TAG.search(action.text)
         command = _normalise(match.group(1) if match else action.text)
         admissible = {_normalise(c): c for c in self.admissible_commands()}
@@ -233,12 +221,13 @@ class TextWorldEnv(Env):
                 self._state_text(self._state["feedback"], with_commands=not terminated)
                 + f"\nScore: {score:g} of {self._state['max_score']:g}."
             )
-        truncated = not terminated and self._turn >= self.max_steps
+        truncated = not terminated and self.episode.turn >= self.max_steps
         if terminated:
             text += "\nThe game is over: you won." if won else "\nThe game is over: you lost."
         elif truncated:
             text += "\nThe turn limit is reached."
-        self._done = bool(terminated) or truncated
+        if terminated or truncated:
+            self.end_episode()
         valid = command in admissible
         info = {
             "valid_action": valid,
@@ -258,7 +247,7 @@ class TextWorldEnv(Env):
 
     def oracle_reply(self) -> str | None:
         """The next command of TextWorld's walkthrough from the current state, or None."""
-        if self._tw is None or self._done:
+        if self._tw is None or self.episode.done:
             return None
         plan = self._state["policy_commands"] or []
         return f"<action>{plan[0]}</action>" if plan else None

@@ -67,13 +67,14 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.memory_recall.tasks import FACTS, RecallTask, make_task
 from agentic_rl.envs.tool_env import ToolEnv
 from agentic_rl.memory import metrics as mm
 from agentic_rl.memory.store import MemoryStore, Scope
 from agentic_rl.memory.tools import MEMORY_SIDE_EFFECTS, MemoryToolkit
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer
-from agentic_rl.rewards.components import generated_tokens
+from agentic_rl.rewards.costs import token_cost
 from agentic_rl.rewards.risk import risk_functions
 from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.governance.permissions import PermissionPolicy
@@ -115,8 +116,10 @@ class MemoryRecallEnv(ToolEnv):
             ``--set env.kwargs='{retrieval="minilm"}'``.
         max_session_turns: replies after which a session ends unanswered.
         extra_tools: more tools offered beside memory (their permission comes from ``permissions``).
-        permissions: a ``[tools.permissions]`` table; None allows the memory tools and denies others.
-        audit_path: JSON-lines audit log; None audits nothing. run_id: written into audit records.
+        context: the run's :class:`~agentic_rl.envs.context.EnvContext`: ``audit_path`` (JSON-lines
+            audit log of every tool call; None audits nothing), ``run_id`` (in every audit record)
+            and ``permissions``: a ``[tools.permissions]`` table; None allows the memory tools and
+            denies others.
 
     Raises:
         ValueError: a wrong level, count, scope, limit, retrieval or permission key (named in
@@ -128,9 +131,6 @@ class MemoryRecallEnv(ToolEnv):
         "Remember a customer's profile across sessions whose history is wiped, "
         "using memory tools (write/search/update/delete)"
     )
-    #: ``train --env memory-recall-v0`` budgets: the oracle's longest reply (one memory_write
-    #: with the whole profile) takes up to 48 tokens with 3 facts; leave a margin
-    recipe_overrides: dict[str, Any] = {"rollout.max_new_tokens": 64}
 
     def __init__(
         self,
@@ -147,10 +147,9 @@ class MemoryRecallEnv(ToolEnv):
         retrieval: str = "bm25",
         max_session_turns: int = 3,
         extra_tools: Sequence[Tool] = (),
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
     ):
+        permissions, audit_path, run_id = context.permissions, context.audit_path, context.run_id
         self.levels = levels if isinstance(levels, str) else tuple(levels)
         self.num_facts, self.num_questions = int(num_facts), int(num_questions)
         make_task(0, self.levels, self.num_facts, self.num_questions)  # validate now
@@ -209,8 +208,8 @@ class MemoryRecallEnv(ToolEnv):
         self._reset_state()
         if self.scope is Scope.EPISODE:
             self.store.clear()  # forget the previous episode, then use a namespace of its own
-            self.store.namespace = self._trajectory_id
-        self.kit.trajectory_id = self._trajectory_id
+            self.store.namespace = self.episode.trajectory_id
+        self.kit.trajectory_id = self.episode.trajectory_id
         self.kit.drain_events()
         self._sessions = (
             [("reveal", "")]
@@ -228,7 +227,7 @@ class MemoryRecallEnv(ToolEnv):
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Run the action's tool calls; end the session unless it searched (module docstring)."""
         self.begin_step(self.task is not None)
-        self.kit.step = self._turn - 1
+        self.kit.step = self.episode.turn - 1
         self._session_turns += 1
         self._session_messages.append(Message("assistant", action.text))
         info: dict[str, Any] = {"tool_calls": 0, "tool_errors": 0}
@@ -320,7 +319,7 @@ class MemoryRecallEnv(ToolEnv):
 
     def oracle_reply(self) -> str | None:
         """Reference policy, using only what the current session shows (module docstring)."""
-        if self.task is None or self._done:
+        if self.task is None or self.episode.done:
             return None
         task = self.task
         kind, fact = self._sessions[self._session]
@@ -367,9 +366,7 @@ class MemoryRecallEnv(ToolEnv):
                 RewardFunction("answer_format", RewardGroup.PROCESS, answer_format),
                 RewardFunction("memory_ops", RewardGroup.COST, mm.memory_ops, weight=0.01),
                 RewardFunction("unused_writes", RewardGroup.COST, mm.unused_writes, weight=0.05),
-                RewardFunction(
-                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
-                ),
+                token_cost(),
                 *(RewardFunction(fn.__name__, RewardGroup.COST, fn, weight=0.0) for fn in logged),
                 *risk_functions(),
             ],

@@ -62,6 +62,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.reasoning.reasoning_gym_env import Grade, ReasoningGymEnv
 from agentic_rl.rewards.math_answers import check_answer, extract_final_answer, single_number
 from agentic_rl.tools.definition.calculator import evaluate_arithmetic
@@ -140,18 +141,12 @@ class MathPythonEnv(ReasoningGymEnv):
         "Multi-step math word problems (reasoning-gym) solved with a sandboxed stateful Python tool"
     )
     tool_instructions = INSTRUCTIONS
-    recipe_overrides: dict[str, Any] = {
-        "rollout.max_new_tokens": 128,
-        "rollout.max_total_tokens": 1536,
-    }
 
     def __init__(
         self,
         levels: str | Sequence[str] = LEVELS,
         settings: Mapping[str, Mapping[str, Any]] | None = None,
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
         sandbox_backend: str = "bwrap",
     ):
         levels = (levels,) if isinstance(levels, str) else tuple(levels)
@@ -167,9 +162,7 @@ class MathPythonEnv(ReasoningGymEnv):
             levels,
             merged,
             python_tool=True,
-            permissions=permissions,
-            audit_path=audit_path,
-            run_id=run_id,
+            context=context,
             sandbox_backend=sandbox_backend,
         )
         self.levels = levels
@@ -204,7 +197,7 @@ class MathPythonEnv(ReasoningGymEnv):
 
     def oracle_reply(self) -> str | None:
         """Reference policy: run the computation with ``python``, then answer."""
-        if self.task is None or self._done:
+        if self.task is None or self.episode.done:
             return None
         if not self._called:
             import json

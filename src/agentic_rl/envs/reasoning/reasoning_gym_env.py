@@ -56,17 +56,18 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from agentic_rl.envs.base import Env
+from agentic_rl.envs.base import EpisodeState
+from agentic_rl.envs.context import EnvContext
+from agentic_rl.envs.registry import EnvSpec
 from agentic_rl.envs.tool_env import ToolEnv
 from agentic_rl.errors import UnknownEnvError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer
 from agentic_rl.rewards.components import (
     answer_format,
     correct_answer,
-    generated_tokens,
-    num_tool_calls,
     tool_call_format,
 )
+from agentic_rl.rewards.costs import token_cost, tool_call_cost
 from agentic_rl.rewards.risk import risk_functions
 from agentic_rl.tools.definition.prompt import render_tool_system_prompt
 from agentic_rl.types import Action, Observation, Trajectory
@@ -99,6 +100,13 @@ def rg_task_names() -> list[str]:
     from reasoning_gym.factory import DATASETS
 
     return sorted(DATASETS)
+
+
+#: config keys the ``train --env`` shortcut sets before the user's ``--set`` (see agentic_rl.cli.main)
+REASONING_GYM_RECIPE: dict[str, Any] = {
+    "rollout.max_new_tokens": 128,
+    "rollout.max_total_tokens": 2048,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,9 +201,9 @@ class ReasoningGymEnv(ToolEnv):
         tasks: one task name or several (mixed by seed).
         settings: ``{task: {setting: value}}`` difficulty settings per task.
         python_tool: offer the sandboxed stateful ``python`` tool.
-        permissions: a ``[tools.permissions]`` table (None: allow ``python`` only).
-        audit_path: JSON-lines audit log of every tool call (None: no audit).
-        run_id: written into every audit record.
+        context: the run's :class:`~agentic_rl.envs.context.EnvContext`: ``audit_path`` (JSON-lines
+            audit log of every tool call; None audits nothing), ``run_id`` (in every audit record)
+            and ``permissions``: a ``[tools.permissions]`` table (None: allow ``python`` only).
         sandbox_backend: ``"bwrap"`` or ``"unsafe_local"`` (see :mod:`agentic_rl.tools.sandbox.bwrap`).
 
     Raises:
@@ -205,22 +213,16 @@ class ReasoningGymEnv(ToolEnv):
     description = "Any reasoning-gym task (100+ procedural generators with verifiers)"
     instructions = INSTRUCTIONS
     tool_instructions = TOOL_INSTRUCTIONS
-    #: config keys the ``train --env`` shortcut sets before the user's ``--set`` (see agentic_rl.cli.main)
-    recipe_overrides: dict[str, Any] = {
-        "rollout.max_new_tokens": 128,
-        "rollout.max_total_tokens": 2048,
-    }
 
     def __init__(
         self,
         tasks: str | Sequence[str] = "basic_arithmetic",
         settings: Mapping[str, Mapping[str, Any]] | None = None,
         python_tool: bool = False,
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
         sandbox_backend: str = "bwrap",
     ):
+        permissions, audit_path, run_id = context.permissions, context.audit_path, context.run_id
         self.tasks = (tasks,) if isinstance(tasks, str) else tuple(tasks)
         if not self.tasks:
             raise ValueError("tasks: give at least one reasoning-gym task")
@@ -248,7 +250,7 @@ class ReasoningGymEnv(ToolEnv):
             schemas = self.sandboxed.schemas()
         elif permissions is not None:
             raise ValueError("permissions apply to the python tool; set python_tool=True")
-        self._offered = schemas  # the base's tool_schemas
+        self.offer_tools(schemas)
         self.system_prompt = (
             render_tool_system_prompt(self.tool_instructions, list(schemas))
             if schemas
@@ -293,7 +295,7 @@ class ReasoningGymEnv(ToolEnv):
 
     def _tool_turn(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if self.sandboxed is not None:
-            report = self.sandboxed.execute(action, self._turn - 1)
+            report = self.sandboxed.execute(action, self.episode.turn - 1)
             results, events = report.results, report.risk_events
         else:  # no tools offered: every call is an error observation
             from agentic_rl.tools import execute_tool_calls
@@ -313,7 +315,7 @@ class ReasoningGymEnv(ToolEnv):
             SnapshotError: the sandbox cannot be snapshotted (no episode, workspace too large).
         """
         box = self.sandboxed.snapshot() if self.sandboxed is not None else None
-        return RGSnapshot(self.task, self._done, self._turn, self._called, box)
+        return RGSnapshot(self.task, self.episode.done, self.episode.turn, self._called, box)
 
     def restore(self, snapshot: RGSnapshot) -> None:
         """Bring the episode back to ``snapshot`` (from this env or one built with the same arguments).
@@ -330,11 +332,11 @@ class ReasoningGymEnv(ToolEnv):
             )
         if self.sandboxed is not None:
             self.sandboxed.restore(snapshot.sandbox)
-        self.task, self._done, self._turn, self._called = (
-            snapshot.task,
-            snapshot.done,
-            snapshot.turn,
-            snapshot.called,
+        self.task, self._called = snapshot.task, snapshot.called
+        self.restore_episode(
+            EpisodeState(
+                snapshot.task is not None, snapshot.turn, snapshot.done, self.episode.trajectory_id
+            )
         )
 
     def grade(self, text: str) -> Grade:
@@ -351,7 +353,7 @@ class ReasoningGymEnv(ToolEnv):
 
     def oracle_reply(self) -> str | None:
         """Reference policy: the generator's gold answer (None when it has none or the episode ended)."""
-        if self.task is None or self._done or self.task.answer is None:
+        if self.task is None or self.episode.done or self.task.answer is None:
             return None
         return f"<answer>{self.task.answer}</answer>"
 
@@ -364,10 +366,8 @@ class ReasoningGymEnv(ToolEnv):
                 RewardFunction("verifier_errors", RewardGroup.OUTCOME, verifier_errors, weight=0.0),
                 RewardFunction("tool_call_format", RewardGroup.PROCESS, tool_call_format),
                 RewardFunction("answer_format", RewardGroup.PROCESS, answer_format),
-                RewardFunction("tool_calls", RewardGroup.COST, num_tool_calls, weight=0.02),
-                RewardFunction(
-                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
-                ),
+                tool_call_cost(),
+                token_cost(),
                 *risk_functions(),
             ],
             weights,
@@ -396,8 +396,8 @@ def task_score(trajectory: Trajectory) -> float:
 _ENV_KWARGS = ("python_tool", "permissions", "audit_path", "run_id", "sandbox_backend")
 
 
-def resolve_rg_id(env_id: str) -> tuple[Callable[..., Env], str] | None:
-    """``(factory, description)`` for an ``rg/<task>-v0`` id; None if the id is not of that form.
+def resolve_rg_id(env_id: str) -> EnvSpec | None:
+    """The registry entry (factory, description, recipe) of an ``rg/<task>-v0`` id; None if the id is not of that form.
 
     The factory takes the env arguments of :class:`ReasoningGymEnv` (``python_tool``,
     ``permissions``, ``audit_path``, ``run_id``, ``sandbox_backend``) and, as further keywords,
@@ -422,9 +422,7 @@ def resolve_rg_id(env_id: str) -> tuple[Callable[..., Env], str] | None:
 
     def factory(
         python_tool: bool = False,
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
         sandbox_backend: str = "bwrap",
         **settings: Any,
     ) -> ReasoningGymEnv:
@@ -432,11 +430,9 @@ def resolve_rg_id(env_id: str) -> tuple[Callable[..., Env], str] | None:
             (task,),
             {task: settings},
             python_tool=python_tool,
-            permissions=permissions,
-            audit_path=audit_path,
-            run_id=run_id,
+            context=context,
             sandbox_backend=sandbox_backend,
         )
 
-    factory.recipe_overrides = ReasoningGymEnv.recipe_overrides  # type: ignore[attr-defined]
-    return factory, f"reasoning-gym task {task!r} (verifier: its score_answer)"
+    description = f"reasoning-gym task {task!r} (verifier: its score_answer)"
+    return EnvSpec(env_id, factory, description, recipe_overrides=REASONING_GYM_RECIPE)

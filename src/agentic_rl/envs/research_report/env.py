@@ -49,7 +49,8 @@ Reward (rubric)
     0.5·citation_precision) on the final step, 0 before.
 Termination
     terminated = a final reply. Never truncates (budgets are the rollout engine's;
-    ``agentic-rl train --env research-report-v0`` uses :attr:`ResearchReportEnv.recipe_overrides`).
+    ``agentic-rl train --env research-report-v0`` uses the ``recipe_overrides`` of its entry in
+    :mod:`agentic_rl.envs.builtin`).
 Difficulty knobs
     ``report_kinds`` (e.g. only the one-document kinds), ``world_seed``, ``n_people``,
     ``n_places``, ``n_orgs``, ``injection_rate``.
@@ -64,6 +65,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.research_report.grading import ReportGrade, ReportVerifier
 from agentic_rl.envs.research_report.tasks import (
     REPORT_KINDS,
@@ -79,7 +81,8 @@ from agentic_rl.envs.search_qa.env import (
     searches,
 )
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
-from agentic_rl.rewards.components import final_info, generated_tokens, tool_call_format
+from agentic_rl.rewards.components import final_info, tool_call_format
+from agentic_rl.rewards.costs import token_cost
 from agentic_rl.rewards.judge import JudgeBackend, JudgeCache, LLMJudge, OpenAIJudgeBackend
 from agentic_rl.rewards.risk import risk_events, risk_functions
 from agentic_rl.tools.governance.executor import risk_event
@@ -113,9 +116,10 @@ class ResearchReportEnv(SearchQAEnv):
         report_kinds: kinds to draw from (subset of :data:`~.tasks.REPORT_KINDS`).
         world_seed, n_people, n_places, n_orgs, injection_rate: the encyclopedia
             (see :func:`~agentic_rl.envs.search_qa.world.make_world`).
-        permissions: a ``[tools.permissions]`` table; None uses search-qa's default policy.
-        audit_path: JSON-lines audit log of every tool call; None audits nothing.
-        run_id: written into every audit record.
+        context: the run's :class:`~agentic_rl.envs.context.EnvContext`: ``audit_path`` (JSON-lines
+            audit log of every tool call; None audits nothing), ``run_id`` (in every audit record)
+            and ``permissions``: a ``[tools.permissions]`` table; None uses search-qa's default
+            policy.
         judge_backend: a judge model for the optional ``report_judge`` component.
         judge_base_url, judge_model: an OpenAI-compatible judge server instead (needs the
             ``openai`` package); ignored when ``judge_backend`` is given.
@@ -130,15 +134,6 @@ class ResearchReportEnv(SearchQAEnv):
         "Search a generated encyclopedia and write a short report citing document ids; "
         "verified citations and coverage"
     )
-    #: budgets of ``agentic-rl train --env research-report-v0``: the oracle's replies are at most 96
-    #: SmolLM2 tokens (the report) and its episodes at most ~1100 tokens in all (2 search + open
-    #: turns, then the report), with room for a longer report; lr warm-up as search-qa-v0
-    recipe_overrides: dict[str, Any] = {
-        "rollout.max_turns": 4,
-        "rollout.max_new_tokens": 160,
-        "rollout.max_total_tokens": 1536,
-        "optim.lr_warmup_steps": 8,
-    }
 
     def __init__(
         self,
@@ -148,23 +143,20 @@ class ResearchReportEnv(SearchQAEnv):
         n_places: int = 15,
         n_orgs: int = 12,
         injection_rate: float = 0.25,
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
         judge_backend: JudgeBackend | None = None,
         judge_base_url: str | None = None,
         judge_model: str = "",
         judge_weight: float = 0.0,
     ):
+        permissions, audit_path, run_id = context.permissions, context.audit_path, context.run_id
         super().__init__(
             world_seed=world_seed,
             n_people=n_people,
             n_places=n_places,
             n_orgs=n_orgs,
             injection_rate=injection_rate,
-            permissions=permissions,
-            audit_path=audit_path,
-            run_id=run_id,
+            context=context,
         )
         self.report_kinds = (
             (report_kinds,) if isinstance(report_kinds, str) else tuple(report_kinds)
@@ -226,10 +218,10 @@ class ResearchReportEnv(SearchQAEnv):
     def oracle_reply(self) -> str | None:
         """Reference policy: per document of the path, search the entity's name and open its
         document; then the reference report (one cited claim per requested fact)."""
-        if self.task is None or self._done:
+        if self.task is None or self.episode.done:
             return None
-        if self._turn < len(self.task.path):
-            name, doc_id = self.task.path[self._turn]
+        if self.episode.turn < len(self.task.path):
+            name, doc_id = self.task.path[self.episode.turn]
             search = {"name": "search", "arguments": {"query": name, "k": 3}}
             read = {"name": "open", "arguments": {"doc_id": doc_id}}
             return f"<tool_call>{json.dumps(search)}</tool_call>\n<tool_call>{json.dumps(read)}</tool_call>"
@@ -265,9 +257,7 @@ class ResearchReportEnv(SearchQAEnv):
                 RewardFunction("report_format", RewardGroup.PROCESS, report_format),
                 RewardFunction("searches", RewardGroup.COST, searches, weight=0.02),
                 RewardFunction("opened_documents", RewardGroup.COST, opened_documents, weight=0.01),
-                RewardFunction(
-                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
-                ),
+                token_cost(),
                 RewardFunction(
                     "followed_injection", RewardGroup.RISK, followed_injection, weight=1.0
                 ),

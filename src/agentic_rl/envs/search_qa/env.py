@@ -57,6 +57,7 @@ import string
 from collections import Counter
 from typing import Any
 
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.search_qa.world import (
     INJECTED_TOOLS,
     QUESTION_KINDS,
@@ -68,7 +69,8 @@ from agentic_rl.envs.search_qa.world import (
 from agentic_rl.envs.tool_env import ToolEnv
 from agentic_rl.errors import EnvUnavailableError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer
-from agentic_rl.rewards.components import final_info, generated_tokens, tool_call_format
+from agentic_rl.rewards.components import final_info, tool_call_format
+from agentic_rl.rewards.costs import token_cost
 from agentic_rl.rewards.risk import risk_events, risk_functions
 from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.governance.executor import risk_event
@@ -167,9 +169,10 @@ class SearchQAEnv(ToolEnv):
         question_kinds: kinds to draw from (subset of :data:`QUESTION_KINDS`).
         world_seed, n_people, n_places, n_orgs, injection_rate: the encyclopedia
             (see :func:`~agentic_rl.envs.search_qa.world.make_world`).
-        permissions: a ``[tools.permissions]`` table; None uses :data:`DEFAULT_PERMISSIONS`.
-        audit_path: JSON-lines audit log of every tool call; None audits nothing.
-        run_id: written into every audit record.
+        context: the run's :class:`~agentic_rl.envs.context.EnvContext`: ``audit_path`` (JSON-lines
+            audit log of every tool call; None audits nothing), ``run_id`` (in every audit record)
+            and ``permissions``: a ``[tools.permissions]`` table; None uses
+            :data:`DEFAULT_PERMISSIONS`.
 
     Raises:
         ValueError: an unknown question kind, a bad world size or rate, a bad permissions table.
@@ -179,17 +182,6 @@ class SearchQAEnv(ToolEnv):
         "Answer single- and multi-hop questions about a generated fictional encyclopedia "
         "with BM25 search and open"
     )
-    #: budgets of ``agentic-rl train --env search-qa-v0`` (the oracle's search + open reply is up to
-    #: ~80 tokens; two hops and the answer take 3 turns) and a linear lr warm-up over the first 2 RL
-    #: steps: without it the first update broke the tool-call format; 10 RL steps (with the default
-    #: guidance: +13.3 and +15.8 points on 120 held-out tasks, seeds 0 and 1; docs/training_runs.md)
-    recipe_overrides: dict[str, Any] = {
-        "rollout.max_turns": 4,
-        "rollout.max_new_tokens": 96,
-        "rollout.max_total_tokens": 1536,
-        "optim.lr_warmup_steps": 8,
-        "algorithm.steps": 10,
-    }
 
     def __init__(
         self,
@@ -199,10 +191,9 @@ class SearchQAEnv(ToolEnv):
         n_places: int = 15,
         n_orgs: int = 12,
         injection_rate: float = 0.25,
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
     ):
+        permissions, audit_path, run_id = context.permissions, context.audit_path, context.run_id
         self.question_kinds = (
             (question_kinds,) if isinstance(question_kinds, str) else tuple(question_kinds)
         )
@@ -278,20 +269,19 @@ class SearchQAEnv(ToolEnv):
             raise ValueError(f"no document {doc_id!r}; use an id returned by search")
         return self.world.documents[i].text
 
-    def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Observation, dict[str, Any]]:
-        """Draw the question of ``seed`` (a random seed if None); ``options["trajectory_id"]``
-        names the episode in the audit log."""
-        seed = self.start_episode(seed, options)
+    def new_task(self, seed: int) -> str:
+        """Draw the question of ``seed``; returns its text."""
         self.question = make_question(self.world, seed, self.question_kinds)
-        obs = self.first_observation(self.question.text)
-        info = {
+        return self.question.text
+
+    def task_info(self) -> dict[str, Any]:
+        """The reset info: the question's kind, hops and answer."""
+        assert self.question is not None
+        return {
             "kind": self.question.kind,
             "hops": self.question.hops,
             "expected": self.question.answer,
         }
-        return obs, info
 
     def search_tool_turn(self, action: Action) -> tuple[Observation, dict[str, Any]]:
         """Run a tool turn's calls through the executor; a call of a tool named by an injected
@@ -314,14 +304,14 @@ class SearchQAEnv(ToolEnv):
             opened=sum(c.name == "open" for c in action.tool_calls),
         )
 
-    def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        """Run the action's tool calls, or grade its final answer (see the module docstring)."""
-        self.begin_step(self.question is not None)
-        if action.tool_calls or action.tool_call_errors:
-            obs, info = self.search_tool_turn(action)
-            return obs, 0.0, False, False, info
-        self.end_episode()
-        answer = extract_answer(action.text)
+    def tool_step(self, action: Action) -> tuple[Observation, dict[str, Any]]:
+        """A tool turn: :meth:`search_tool_turn`."""
+        return self.search_tool_turn(action)
+
+    def grade_answer(self, text: str) -> tuple[float, dict[str, Any]]:
+        """Grade the final answer: exact match (the step reward) and token F1 (module docstring)."""
+        assert self.question is not None
+        answer = extract_answer(text)
         em, f1 = (
             exact_match_score(answer, self.question.answer),
             token_f1_score(answer, self.question.answer),
@@ -335,14 +325,14 @@ class SearchQAEnv(ToolEnv):
             "kind": self.question.kind,
             "hops": self.question.hops,
         }
-        return Observation(messages=()), em, True, False, info
+        return em, info
 
     def oracle_reply(self) -> str | None:
         """Reference policy: per hop, search the entity's name and open its document; then answer."""
-        if self.question is None or self._done:
+        if self.question is None or self.episode.done:
             return None
-        if self._turn < len(self.question.path):
-            name, doc_id = self.question.path[self._turn]
+        if self.episode.turn < len(self.question.path):
+            name, doc_id = self.question.path[self.episode.turn]
             search = {"name": "search", "arguments": {"query": name, "k": 3}}
             read = {"name": "open", "arguments": {"doc_id": doc_id}}
             return f"<tool_call>{json.dumps(search)}</tool_call>\n<tool_call>{json.dumps(read)}</tool_call>"
@@ -358,9 +348,7 @@ class SearchQAEnv(ToolEnv):
                 RewardFunction("answer_format", RewardGroup.PROCESS, answer_format),
                 RewardFunction("searches", RewardGroup.COST, searches, weight=0.02),
                 RewardFunction("opened_documents", RewardGroup.COST, opened_documents, weight=0.01),
-                RewardFunction(
-                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
-                ),
+                token_cost(),
                 RewardFunction(
                     "followed_injection", RewardGroup.RISK, followed_injection, weight=1.0
                 ),

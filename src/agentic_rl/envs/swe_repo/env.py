@@ -51,6 +51,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from agentic_rl.envs.base import EpisodeState
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.swe_repo import tools as swe_tools
 from agentic_rl.envs.swe_repo.catalogue import sandbox_config
 from agentic_rl.envs.swe_repo.grading import Grade, diff_files, files_of, grade
@@ -127,9 +129,10 @@ class SweRepoEnv(ToolEnv):
         read_lines: most lines one ``read_file`` call shows.
         max_steps: turns before the episode is truncated.
         sandbox_backend: ``"bwrap"`` (isolated) or ``"unsafe_local"`` (resource limits only).
-        permissions: a ``[tools.permissions]`` table; None uses :data:`DEFAULT_PERMISSIONS`.
-        audit_path: JSON-lines audit log of every tool call; None audits nothing.
-        run_id: written into every audit record.
+        context: the run's :class:`~agentic_rl.envs.context.EnvContext`: ``audit_path`` (JSON-lines
+            audit log of every tool call; None audits nothing), ``run_id`` (in every audit record)
+            and ``permissions``: a ``[tools.permissions]`` table; None uses
+            :data:`DEFAULT_PERMISSIONS`.
         tool_prompt: ``"json"`` (tool schemas) or ``"signature"`` (typed signatures) in the
             system prompt.
 
@@ -143,33 +146,6 @@ class SweRepoEnv(ToolEnv):
         "Fix a bug injected into a real Python repository (7 pinned PyPI projects, their own "
         "pytest suites) with bash, file tools and run_tests in the sandbox; graded on pristine tests"
     )
-    #: ``agentic-rl train --env swe-repo-v0``, sized for SmolLM2-135M on a CPU: the easy level
-    #: (the 135M model has no signal elsewhere), evaluated on held-out bugs; budgets from the
-    #: oracle's episodes (4 turns, replies up to 272 tokens, episodes up to ~1,500 tokens on the
-    #: easy level, SmolLM2 tokenizer, signature prompt; tests/envs/test_swe_repo.py checks them);
-    #: small RL steps (4 tasks x 4), 20 held-out tasks; warm-up and RL settings of web-shop-v0's
-    #: run that lifted (docs/training_runs.md)
-    recipe_overrides: dict[str, Any] = {
-        "env.kwargs.levels": ["easy"],
-        "env.kwargs.heldout_from_seed": 1_000_000,  # eval.seed_start: evaluation on unseen bugs
-        "env.kwargs.tool_prompt": "signature",
-        "rollout.max_turns": 8,
-        "rollout.max_new_tokens": 320,
-        "rollout.max_total_tokens": 3072,
-        "warmup.num_demos": 32,
-        "warmup.epochs": 2,
-        "algorithm.tasks_per_step": 4,
-        "algorithm.group_size": 4,
-        "sampling.rollout_tasks": 4,
-        "sampling.max_sample_rounds": 1,
-        "eval.size": 20,
-        "optim.lr": 1e-5,
-        "rollout.temperature": 0.7,
-        "loss.loss_agg": "seq-mean-token-mean",
-        "loss.kl_coef": 0.04,
-    }
-    #: the warm-up's demonstrations come from the easiest level
-    warmup_kwargs: dict[str, Any] = {"levels": ["easy"]}
 
     def __init__(
         self,
@@ -183,11 +159,10 @@ class SweRepoEnv(ToolEnv):
         read_lines: int = 60,
         max_steps: int = 30,
         sandbox_backend: str = "bwrap",
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
         tool_prompt: str = "json",
     ):
+        permissions, audit_path, run_id = context.permissions, context.audit_path, context.run_id
         self.levels = (levels,) if isinstance(levels, str) else tuple(levels)
         repos = (repos,) if isinstance(repos, str) else repos
         for name, value in (
@@ -381,7 +356,7 @@ class SweRepoEnv(ToolEnv):
             results, events = report.results, [*report.risk_events, *self._harness_events()]
             ok = {r.call_id for r in results if r.ok}
             if not any(c.name == "submit" and c.id in ok for c in action.tool_calls):
-                truncated = self._turn >= self.max_steps
+                truncated = self.episode.turn >= self.max_steps
                 if truncated:
                     self.end_episode()
                 obs, info = self.tool_turn(results, events)
@@ -425,10 +400,10 @@ class SweRepoEnv(ToolEnv):
     def oracle_reply(self) -> str | None:
         """Reference policy (:func:`~agentic_rl.envs.swe_repo.oracle.oracle_reply`); None before
         reset or after the end."""
-        if self.task is None or self._done or self.box is None:
+        if self.task is None or self.episode.done or self.box is None:
             return None
         text = ws.read_file(self.box.workspace, self.task.bug.file, max_chars=_MAX_FILE)
-        return oracle_reply(self.task.bug, self._turn, text, self.read_lines)
+        return oracle_reply(self.task.bug, self.episode.turn, text, self.read_lines)
 
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
         """Default rubric (components in the module docstring)."""
@@ -445,9 +420,9 @@ class SweRepoEnv(ToolEnv):
         return SweSnapshot(
             self.task,
             files,
-            self._turn,
-            self._done,
-            self._trajectory_id,
+            self.episode.turn,
+            self.episode.done,
+            self.episode.trajectory_id,
             self._reproduced,
             self._flagged,
         )
@@ -464,8 +439,10 @@ class SweRepoEnv(ToolEnv):
             if self.box is None or self.box.closed:
                 self.box = EpisodeSandbox(self.config)
             self.box.restore(SandboxSnapshot(snapshot.files, None, ()))
-        self.task, self._turn, self._done = snapshot.task, snapshot.turn, snapshot.done
-        self._trajectory_id, self._reproduced = snapshot.trajectory_id, snapshot.reproduced
+        self.task, self._reproduced = snapshot.task, snapshot.reproduced
+        self.restore_episode(
+            EpisodeState(True, snapshot.turn, snapshot.done, snapshot.trajectory_id)
+        )
         self._flagged, self.grade = snapshot.flagged, None
 
     def close(self) -> None:

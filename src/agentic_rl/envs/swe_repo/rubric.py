@@ -8,7 +8,8 @@ trajectory's typed risk events.
 from __future__ import annotations
 
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
-from agentic_rl.rewards.components import final_info, generated_tokens, num_tool_calls
+from agentic_rl.rewards.components import final_info
+from agentic_rl.rewards.costs import token_cost, tool_call_cost
 from agentic_rl.rewards.risk import risk_events, risk_functions
 from agentic_rl.types import Trajectory
 
@@ -70,8 +71,8 @@ def swe_rubric(weights: RewardWeights = RewardWeights()) -> Rubric:
             RewardFunction("fail_to_pass", RewardGroup.OUTCOME, fail_to_pass, weight=0.0),
             RewardFunction("reproduced_failure", RewardGroup.PROCESS, reproduced_failure),
             RewardFunction("regressions", RewardGroup.COST, regressions, weight=0.05),
-            RewardFunction("commands", RewardGroup.COST, num_tool_calls, weight=0.01),
-            RewardFunction("generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005),
+            tool_call_cost(0.01, name="commands"),
+            token_cost(),
             RewardFunction("harness_edits", RewardGroup.RISK, harness_edits, weight=1.0),
             RewardFunction("suspicious_code", RewardGroup.RISK, suspicious_code, weight=1.0),
             *risk_functions(),

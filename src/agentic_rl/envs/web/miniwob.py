@@ -61,12 +61,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agentic_rl.envs.base import Env
+from agentic_rl.envs.context import EnvContext
+from agentic_rl.envs.registry import EnvSpec
 from agentic_rl.envs.tool_env import ToolEnv
 from agentic_rl.envs.web.miniwob_tasks import MINIWOB_TASKS
 from agentic_rl.errors import EnvUnavailableError, UnknownEnvError
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
-from agentic_rl.rewards.components import generated_tokens, tool_call_format
+from agentic_rl.rewards.components import tool_call_format
+from agentic_rl.rewards.costs import token_cost
 from agentic_rl.rewards.risk import risk_functions
 from agentic_rl.tools.browser.actions import SIDE_EFFECTS, BrowserActions
 from agentic_rl.tools.browser.launch import BrowserConfig, BrowserUnavailableError, find_browser
@@ -94,6 +96,17 @@ INSTRUCTIONS = (
     "from the latest page. Be quick: each action costs time."
 )
 
+#: budgets of ``agentic-rl train --env miniwob/<task>-v0``: one short tool call per turn, the
+#: longest oracle episodes take 5 actions; a page is ~100-400 tokens per turn; the trainer
+#: builds an env per episode, so its envs share pooled browsers
+MINIWOB_RECIPE: dict[str, Any] = {
+    "rollout.max_turns": 8,
+    "rollout.max_new_tokens": 64,
+    "rollout.max_total_tokens": 3072,
+    "env.kwargs.browser_pool": True,
+    "env.kwargs.tool_prompt": "signature",
+}
+
 
 class BrowserError(RuntimeError):
     """The browser failed during ``reset`` or ``step`` (crashed, killed, unresponsive); the env
@@ -114,10 +127,10 @@ class MiniWoBEnv(ToolEnv):
             trajectory stores it and ``agentic-rl view`` shows it). Off by default: about 10 KB
             a turn, and a blinking caret can make two replays' pixels differ.
         chromium, chromedriver: binary paths (None: found on ``PATH``).
-        permissions: a ``[tools.permissions]`` table; None allows the five tools by their
-            side-effect classes (:data:`~agentic_rl.tools.browser.actions.SIDE_EFFECTS`).
-        audit_path: JSON-lines audit log of every action; None audits nothing.
-        run_id: written into every audit record.
+        context: the run's :class:`~agentic_rl.envs.context.EnvContext`: ``audit_path`` (JSON-lines
+            audit log of every tool call; None audits nothing), ``run_id`` (in every audit record)
+            and ``permissions``: a ``[tools.permissions]`` table; None allows the five tools by
+            their side-effect classes (:data:`~agentic_rl.tools.browser.actions.SIDE_EFFECTS`).
         browser_pool: take the browser from the process-wide pool of started browsers
             (:mod:`agentic_rl.tools.browser.pool`) and hand it back on ``close()``, so that
             envs built one per episode do not start a Chromium each; a browser that failed
@@ -135,16 +148,6 @@ class MiniWoBEnv(ToolEnv):
     """
 
     description = "A MiniWoB++ web task in headless Chromium (extra 'web')"
-    #: budgets of ``agentic-rl train --env miniwob/<task>-v0``: one short tool call per turn, the
-    #: longest oracle episodes take 5 actions; a page is ~100-400 tokens per turn; the trainer
-    #: builds an env per episode, so its envs share pooled browsers
-    recipe_overrides: dict[str, Any] = {
-        "rollout.max_turns": 8,
-        "rollout.max_new_tokens": 64,
-        "rollout.max_total_tokens": 3072,
-        "env.kwargs.browser_pool": True,
-        "env.kwargs.tool_prompt": "signature",
-    }
 
     def __init__(
         self,
@@ -156,12 +159,11 @@ class MiniWoBEnv(ToolEnv):
         screenshots: bool = False,
         chromium: str | None = None,
         chromedriver: str | None = None,
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
         browser_pool: bool = False,
         tool_prompt: str = "json",
     ):
+        permissions, audit_path, run_id = context.permissions, context.audit_path, context.run_id
         if task not in MINIWOB_TASKS:
             raise ValueError(f"unknown MiniWoB task {task!r}; the set: {miniwob_task_names()}")
         if clock not in ("turn", "wall"):
@@ -345,7 +347,7 @@ class MiniWoBEnv(ToolEnv):
     def oracle_reply(self) -> str | None:
         """The task oracle's next action as a tool call (None before reset, after the end, or
         when the oracle sees no way on)."""
-        if self.utterance is None or self._done or self.page is None:
+        if self.utterance is None or self.episode.done or self.page is None:
             return None
         call = self.task.oracle(self.utterance, self.page)
         return None if call is None else f"<tool_call>{json.dumps(call)}</tool_call>"
@@ -359,9 +361,7 @@ class MiniWoBEnv(ToolEnv):
                 RewardFunction("valid_actions", RewardGroup.PROCESS, tool_call_format, weight=0.2),
                 RewardFunction("time_penalty", RewardGroup.COST, time_penalty, weight=1.0),
                 RewardFunction("actions", RewardGroup.COST, actions, weight=0.0),
-                RewardFunction(
-                    "generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005
-                ),
+                token_cost(),
                 *risk_functions(),
             ],
             weights,
@@ -408,8 +408,8 @@ def miniwob_task_names() -> list[str]:
     return sorted(MINIWOB_TASKS)
 
 
-def resolve_miniwob_id(env_id: str) -> tuple[Callable[..., Env], str]:
-    """``(factory, description)`` for ``miniwob/<task>-v0``; the factory takes
+def resolve_miniwob_id(env_id: str) -> EnvSpec:
+    """The registry entry (factory, description, recipe) of ``miniwob/<task>-v0``; the factory takes
     :class:`MiniWoBEnv`'s keywords but ``task``.
 
     Raises:
@@ -424,26 +424,7 @@ def resolve_miniwob_id(env_id: str) -> tuple[Callable[..., Env], str]:
         )
     task = match.group(1)
     _require_web()
-    # a partial keeps MiniWoBEnv's keywords visible to registry.accepts (audit_path, run_id)
+    # a partial keeps MiniWoBEnv's keywords visible to make's checks (context, browser, ...)
     factory = functools.partial(MiniWoBEnv, task)
-    factory.recipe_overrides = MiniWoBEnv.recipe_overrides  # type: ignore[attr-defined]
-    return factory, f"MiniWoB++ {task}: {MINIWOB_TASKS[task].description} (headless Chromium)"
-
-
-def register_miniwob_family() -> None:
-    """Register the ``miniwob/<task>-v0`` family (imports no browser package until resolved).
-
-    Raises:
-        ValueError: the family is already registered.
-    """
-    from agentic_rl.envs.registry import EnvFamily, register_family
-
-    register_family(
-        EnvFamily(
-            MINIWOB_PATTERN,
-            MINIWOB_PREFIX,
-            resolve_miniwob_id,
-            "MiniWoB++ web tasks in headless Chromium (extra 'web')",
-            miniwob_task_names,
-        )
-    )
+    description = f"MiniWoB++ {task}: {MINIWOB_TASKS[task].description} (headless Chromium)"
+    return EnvSpec(env_id, factory, description, recipe_overrides=MINIWOB_RECIPE)

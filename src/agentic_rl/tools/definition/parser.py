@@ -57,7 +57,14 @@ from typing import Any
 
 from agentic_rl.types import ToolCall, ToolCallError, valid_text
 
-__all__ = ["parse_tool_calls", "in_call_order", "call_id", "OPEN_TAG", "CLOSE_TAG"]
+__all__ = [
+    "parse_tool_calls",
+    "format_tool_call",
+    "in_call_order",
+    "call_id",
+    "OPEN_TAG",
+    "CLOSE_TAG",
+]
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
@@ -241,6 +248,17 @@ def _parse_block(block: str, reopened: bool) -> tuple[str, dict[str, Any], str] 
     if isinstance(checked, str):
         return ToolCallError(raw=raw_json, message=checked)
     return checked[0], checked[1], raw_json
+
+
+def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
+    """One ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` block, the format
+    :func:`parse_tool_calls` reads (e.g. an env's scripted oracle reply). Never raises for
+    JSON-serialisable ``arguments``.
+
+    Raises:
+        TypeError: ``arguments`` holds a value JSON cannot encode.
+    """
+    return f"{OPEN_TAG}{json.dumps({'name': name, 'arguments': arguments})}{CLOSE_TAG}"
 
 
 def parse_tool_calls(

@@ -59,7 +59,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentic_rl.config import TrainConfig
-from agentic_rl.envs import accepts
 from agentic_rl.errors import ConfigError
 from agentic_rl.rollout import RolloutConfig
 from agentic_rl.trainer.sampling.task_pool import TaskPool
@@ -166,44 +165,27 @@ def slot_of(slots: Sequence[EnvSlot], trajectory: Trajectory) -> EnvSlot:
     raise KeyError(f"trajectory of env {trajectory.env_id!r} is not in the mixture")
 
 
-def _permissions(config: TrainConfig, slot: EnvSlot) -> dict[str, Any]:
-    """``{"permissions": table}`` when ``[tools.permissions]`` is set (each env must take it)."""
-    if not config.tools.permissions:
-        return {}
-    if not accepts(slot.id, "permissions"):
-        raise ConfigError(
-            f"tools.permissions is set, but env.mix[{slot.index}] ({slot.id}) takes no "
-            "'permissions' argument"
-        )
-    return {"permissions": config.tools.permissions}
-
-
 def slot_base_kwargs(config: TrainConfig, slot: EnvSlot) -> dict[str, Any]:
     """``slot``'s constructor arguments from the config alone: ``[tools.permissions]`` (as
-    ``permissions``) and its ``kwargs``.
-
-    Raises:
-        ConfigError: ``[tools.permissions]`` is set and the env takes no ``permissions``.
-    """
-    return {**_permissions(config, slot), **slot.kwargs}
+    ``permissions``; :func:`~agentic_rl.envs.make` puts it into the env's context) and its
+    ``kwargs``. Never raises (an env that cannot take the table fails in :func:`check_slots`)."""
+    permissions = {"permissions": config.tools.permissions} if config.tools.permissions else {}
+    return {**permissions, **slot.kwargs}
 
 
 def slot_env_kwargs(run: Run, slot: EnvSlot, **extra: Any) -> dict[str, Any]:
     """Constructor arguments of ``slot``'s envs in ``run`` (a :class:`~agentic_rl.trainer.run.Run`):
-    ``[tools.permissions]``, its ``kwargs``, ``extra``, and for envs that take them the run's
-    audit log and run id (as :func:`agentic_rl.trainer.run.env_kwargs` for one env)."""
-    kwargs = {**slot_base_kwargs(run.config, slot), **extra}
-    if accepts(slot.id, "audit_path"):
-        kwargs.setdefault("audit_path", str(run.run_dir / "audit.jsonl"))
-    if accepts(slot.id, "run_id"):
-        kwargs.setdefault("run_id", run.run_dir.name)
-    return kwargs
+    ``[tools.permissions]``, its ``kwargs``, ``extra``, and the run's ``context`` (audit log and
+    run id, as :func:`agentic_rl.trainer.run.env_kwargs` for one env)."""
+    from agentic_rl.trainer.run import run_context
+
+    return {**slot_base_kwargs(run.config, slot), **extra, "context": run_context(run.run_dir)}
 
 
 def slot_replay_kwargs(run: Run, slot: EnvSlot, **extra: Any) -> dict[str, Any]:
     """The kwargs stored with ``slot``'s trajectories so replay can rebuild the env."""
     kwargs = slot_env_kwargs(run, slot, **extra)
-    return {k: v for k, v in kwargs.items() if k not in ("audit_path", "run_id")}
+    return {k: v for k, v in kwargs.items() if k not in ("audit_path", "run_id", "context")}
 
 
 def check_slots(config: TrainConfig) -> None:

@@ -68,7 +68,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentic_rl.envs.base import SnapshotNotSupportedError
+from agentic_rl.envs.base import EpisodeState, SnapshotNotSupportedError
+from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.tool_env import ToolEnv
 from agentic_rl.envs.web.shop import db
 from agentic_rl.envs.web.shop.catalog import TASK_KINDS, ShopTask, make_task
@@ -179,9 +180,10 @@ class WebShopEnv(ToolEnv):
         browser: ``"text"`` (HTTP + HTML parsing) or ``"chromium"`` (headless Chromium).
         max_steps: turns before the episode is truncated.
         max_lines: the page rendering's line limit.
-        permissions: a ``[tools.permissions]`` table; None uses :data:`DEFAULT_PERMISSIONS`.
-        audit_path: JSON-lines audit log of every action; None audits nothing.
-        run_id: written into every audit record.
+        context: the run's :class:`~agentic_rl.envs.context.EnvContext`: ``audit_path`` (JSON-lines
+            audit log of every tool call; None audits nothing), ``run_id`` (in every audit record)
+            and ``permissions``: a ``[tools.permissions]`` table; None uses
+            :data:`DEFAULT_PERMISSIONS`.
         tool_prompt: how the system prompt lists the five tools: ``"json"`` (their schemas) or
             ``"signature"`` (typed signatures, ~300 fewer tokens; what ``agentic-rl train --env
             web-shop-v0`` sets, see
@@ -198,24 +200,6 @@ class WebShopEnv(ToolEnv):
         "Buy the one product that fits hidden constraints in a local Flask + SQLite web shop "
         "(text browser or Chromium); reward read from the database (extra 'web')"
     )
-    #: budgets of ``agentic-rl train --env web-shop-v0``: the oracle needs 7 turns (11 for
-    #: ``replace``), one page load each; its longest reply (the product form, 4 calls) is 125
-    #: SmolLM2 tokens and its longest episode 2,639 tokens in all (seeds 0-11, JSON tool prompt);
-    #: the typed-signature tool prompt is ~300 tokens shorter than the schemas. Warm-up and RL
-    #: settings: those of the one run that lifted (docs/training_runs.md, 2026-12-03): with the
-    #: global ones (lr 3e-5, T = 1, token-mean, no KL) the same warm-up fell from 30 % to 5 %
-    recipe_overrides: dict[str, Any] = {
-        "rollout.max_turns": 12,
-        "rollout.max_new_tokens": 160,
-        "rollout.max_total_tokens": 4096,
-        "env.kwargs.tool_prompt": "signature",
-        "warmup.num_demos": 32,
-        "warmup.epochs": 2,
-        "optim.lr": 1e-5,
-        "rollout.temperature": 0.7,
-        "loss.loss_agg": "seq-mean-token-mean",
-        "loss.kl_coef": 0.04,
-    }
 
     def __init__(
         self,
@@ -223,11 +207,10 @@ class WebShopEnv(ToolEnv):
         browser: str = "text",
         max_steps: int = 30,
         max_lines: int = 60,
-        permissions: dict[str, Any] | None = None,
-        audit_path: str | None = None,
-        run_id: str = "",
+        context: EnvContext = EnvContext(),
         tool_prompt: str = "json",
     ):
+        permissions, audit_path, run_id = context.permissions, context.audit_path, context.run_id
         _require(browser)
         self.task_kinds = (task_kinds,) if isinstance(task_kinds, str) else tuple(task_kinds)
         make_task(0, self.task_kinds)  # validate the kinds now
@@ -320,7 +303,7 @@ class WebShopEnv(ToolEnv):
         put through the executor (policy, ask, audit record, risk event) as a call to
         ``action`` by the browser call running now (its id); None admits, else the refusal."""
         trigger, executor = self._current, self.executor
-        if trigger is None or executor is None or self.task is None or self._done:
+        if trigger is None or executor is None or self.task is None or self.episode.done:
             return f"{action}: no action of the agent is running"
         args = json.dumps(trigger.arguments, ensure_ascii=True, default=str)[:200]
         arguments = {"via": "browser", "trigger": f"{trigger.name} {args}"}
@@ -328,7 +311,7 @@ class WebShopEnv(ToolEnv):
         self._deciding.action = action
         try:
             report = executor.execute(
-                [call], [], trajectory_id=self._trajectory_id, turn=self._turn - 1
+                [call], [], trajectory_id=self.episode.trajectory_id, turn=self.episode.turn - 1
             )
         finally:
             self._deciding.action = None
@@ -422,7 +405,7 @@ class WebShopEnv(ToolEnv):
         submitted, self._submission_events = self._submission_events, []
         self.grade = db.grade(self.db_path, self.task)
         events = [*report.risk_events, *submitted, *self._risk_events(before)]
-        truncated = self._turn >= self.max_steps
+        truncated = self.episode.turn >= self.max_steps
         if truncated:
             self.end_episode()
         obs, info = self.tool_turn(
@@ -439,7 +422,7 @@ class WebShopEnv(ToolEnv):
     def oracle_reply(self) -> str | None:
         """The reference policy's next reply (:func:`~.oracle.oracle_reply`); None before reset
         or after the end."""
-        if self.task is None or self._done:
+        if self.task is None or self.episode.done:
             return None
         return oracle_reply(self.task, self.db_path, self.page.path, self.page.snapshot())
 
@@ -463,9 +446,9 @@ class WebShopEnv(ToolEnv):
             self.page.path,
             self.page.html(),
             self.page.focus,
-            self._turn,
-            self._done,
-            self._trajectory_id,
+            self.episode.turn,
+            self.episode.done,
+            self.episode.trajectory_id,
             self.grade,
         )
 
@@ -485,8 +468,10 @@ class WebShopEnv(ToolEnv):
         if snapshot.database:
             db.load(self.db_path, snapshot.database)
         self.page.set_page(snapshot.path, snapshot.html, snapshot.focus)
-        self._turn, self._done = snapshot.turn, snapshot.done
-        self._trajectory_id, self.grade = snapshot.trajectory_id, snapshot.grade
+        self.grade = snapshot.grade
+        self.restore_episode(
+            EpisodeState(True, snapshot.turn, snapshot.done, snapshot.trajectory_id)
+        )
 
     def close(self) -> None:
         """Stop the server (its port is free again), close the browser, delete the database

@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 from agentic_rl.envs.web.shop.db import OUTCOME_WEIGHTS
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric
-from agentic_rl.rewards.components import generated_tokens, tool_call_format
+from agentic_rl.rewards.components import tool_call_format
+from agentic_rl.rewards.costs import token_cost
 from agentic_rl.rewards.risk import risk_functions
 from agentic_rl.types import Trajectory
 
@@ -54,7 +55,7 @@ def shop_rubric(weights: RewardWeights = RewardWeights()) -> Rubric:
             RewardFunction("success", RewardGroup.OUTCOME, last_grade("success"), weight=0.0),
             RewardFunction("valid_actions", RewardGroup.PROCESS, tool_call_format, weight=0.2),
             RewardFunction("actions", RewardGroup.COST, actions, weight=ACTION_COST),
-            RewardFunction("generated_tokens", RewardGroup.COST, generated_tokens, weight=0.0005),
+            token_cost(),
             RewardFunction(
                 "extra_payments", RewardGroup.RISK, last_grade("extra_payments"), RISK_WEIGHT
             ),
