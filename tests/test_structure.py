@@ -96,12 +96,5 @@ def test_no_import_cycle_at_run_time():
     assert [c["cycle"] for c in _cycles()["runtime"]] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="type-only circles remain: envs.base → spaces → contract → base (play_oracle in "
-    "contract.py; being moved in a branch) and trainer.mixture_phases → run → "
-    "sampling.agent_rollouts → sampling.rollouts → mixture_phases (run.py's TYPE_CHECKING "
-    "imports)",
-)
 def test_no_import_cycle_even_under_type_checking():
     assert [c["cycle"] for c in _cycles()["with_type_checking"]] == []
