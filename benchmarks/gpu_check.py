@@ -196,13 +196,13 @@ def checkpoint_round_trip(model_dir: Path, device: str, work: Path) -> dict:
 
     from agentic_rl.config import load_config
     from agentic_rl.policy.device import placement_of
-    from agentic_rl.trainer.records.checkpoint import TrainerState, save_checkpoint
+    from agentic_rl.trainer.records.checkpoint import CheckpointProgress, save_checkpoint
     from agentic_rl.trainer.records.model_setup import model_from_checkpoint, trainable_model
 
     cfg = load_config(None, [f"model.path='{model_dir}'", f"model.device='{device}'"]).model
     model = trainable_model(model_dir, cfg, placement_of(cfg))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    path = save_checkpoint(work, model, optimizer, torch.Generator(), TrainerState(0, [], {}))
+    path = save_checkpoint(work, model, optimizer, torch.Generator(), CheckpointProgress(0, [], {}))
     cpu_model, _ = model_from_checkpoint(path, cfg, "cpu")
     same = all(
         torch.equal(a.detach().cpu(), b) for a, b in zip(model.parameters(), cpu_model.parameters())

@@ -11,7 +11,7 @@ import torch
 from agentic_rl.errors import AgenticRLError
 from agentic_rl.trainer.learning.guards import NonFiniteError, check_finite, check_finite_weights
 from agentic_rl.trainer.learning.update import _finish_step
-from agentic_rl.trainer.records.checkpoint import TrainerState, save_checkpoint
+from agentic_rl.trainer.records.checkpoint import CheckpointProgress, save_checkpoint
 
 
 @pytest.mark.parametrize(
@@ -52,5 +52,7 @@ def test_non_finite_weights_are_never_checkpointed(tmp_path):
     with torch.no_grad():
         model.weight[0, 0] = math.inf
     with pytest.raises(NonFiniteError, match="RL step 4"):
-        save_checkpoint(tmp_path, model, optimizer, torch.Generator(), TrainerState(4, [], {}))
+        save_checkpoint(
+            tmp_path, model, optimizer, torch.Generator(), CheckpointProgress(4, [], {})
+        )
     assert not (tmp_path / "checkpoints" / "step-000004").exists()
