@@ -121,7 +121,7 @@ class AsyncRollouts:
         if k < 1:
             raise ValueError(f"AsyncRollouts needs k >= 1, got {k}")
         self.view, self.k, self.sample = view, k, sample or sample_step
-        self.backend: AsyncBackend = view.backend
+        self.backend: AsyncBackend = view.state.backend
         self._steps = range(first_step, last_step)
         self._ready: dict[int, SampledBatch] = {}
         self._error: BaseException | None = None
