@@ -37,7 +37,7 @@ def run(env, seed: int, policy: str, max_turns: int) -> dict[str, float]:
         oracle = env.oracle_reply
 
         def reply() -> str | None:
-            if env._done:
+            if env.episode.done:
                 return None
             call = random_action(env.task.text, env.page.snapshot(), rng)
             return f"<tool_call>{json.dumps(call)}</tool_call>"

@@ -17,6 +17,7 @@ from agentic_rl.envs import CalculatorEnv, make
 from agentic_rl.errors import ConfigError
 from agentic_rl.policy.scripted import ScriptedPolicy
 from agentic_rl.rollout import RolloutConfig, run_episodes
+from agentic_rl.trainer.run import TrainerState
 from agentic_rl.trainer.sampling.async_producer import AsyncRollouts, drop_stale
 from agentic_rl.trainer.sampling.async_sampler import AsyncBackend, WeightsGate, sampler_copy
 from agentic_rl.trainer.sampling.backends import RolloutBackend
@@ -193,10 +194,10 @@ def test_drop_stale_moves_too_old_trajectories_out_of_training():
 
 
 class _View:
-    """The parts of a Run the producer reads."""
+    """The parts of a Run the producer reads (its state's backend)."""
 
     def __init__(self, backend):
-        self.backend = backend
+        self.state = TrainerState(backend=backend)
 
 
 def test_the_producer_runs_at_most_k_versions_ahead_and_drops_what_is_stale():
