@@ -19,8 +19,47 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 
-from tests.skip_summary import pytest_terminal_summary  # noqa: E402, F401  (the run's skip summary)
+from tests.skip_summary import pytest_terminal_summary as skip_summary  # noqa: E402
 from tests.tiny_models import save_random_llama  # noqa: E402
+
+_FREE_AT_START = pytest.StashKey[float]()
+
+
+def _free_gib(path: str) -> float:
+    import shutil
+
+    return shutil.disk_usage(path).free / 2**30
+
+
+def pytest_report_header(config):
+    """Free disk where the suite writes (its tmp_path scratch, the repository's virtualenvs).
+
+    A full run writes a few GB of checkpoints at a time (each passing test's ``tmp_path`` is
+    deleted when it ends); on a nearly full shared disk every test that writes fails at setup, so
+    the header says how much room there was.
+    """
+    import tempfile
+
+    tmp = tempfile.gettempdir()
+    return f"free disk: {_free_gib(tmp):.1f} GiB at {tmp}, {_free_gib(str(config.rootpath)):.1f} GiB at the repository"
+
+
+def pytest_sessionstart(session):
+    import tempfile
+
+    session.config.stash[_FREE_AT_START] = _free_gib(tempfile.gettempdir())
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """End the run with its skipped tests by reason and the free disk before and after it."""
+    import tempfile
+
+    skip_summary(terminalreporter, exitstatus, config)
+    start = config.stash.get(_FREE_AT_START, float("nan"))
+    end = _free_gib(tempfile.gettempdir())
+    terminalreporter.write_line(
+        f"free disk at the temp dir: {start:.1f} GiB at the start, {end:.1f} GiB at the end"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import tests.conftest
 from tests import skip_summary
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,6 +83,26 @@ def test_a_run_without_skips_says_so(tmp_path):
     assert "skipped tests by reason: none skipped" in out, out
 
 
-def test_the_suite_runs_the_summary():
-    # the suite's own conftest carries the hook, so `make test` and any pytest run here end with it
-    assert tests.conftest.pytest_terminal_summary is skip_summary.pytest_terminal_summary
+def test_the_suite_runs_the_summary_and_reports_free_disk():
+    # the suite's own conftest carries the hook, so `make test` and any pytest run here end with the
+    # skip summary and the free disk (a CI run that fills the disk says so in its last lines)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_config.py::test_file_values",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "skipped tests by reason: none skipped" in run.stdout, run.stdout
+    assert "free disk at the temp dir: " in run.stdout and " GiB at the end" in run.stdout, (
+        run.stdout
+    )
