@@ -54,7 +54,6 @@ Known failure modes
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 from typing import Any
 
@@ -72,6 +71,7 @@ from agentic_rl.rewards.components import (
 )
 from agentic_rl.rewards.costs import token_cost, tool_call_cost
 from agentic_rl.rewards.risk import SANDBOX_LIMIT, risk_events, risk_functions
+from agentic_rl.tools.definition.parser import format_tool_call
 from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.governance.executor import risk_event
 from agentic_rl.tools.governance.permissions import PermissionPolicy
@@ -320,8 +320,7 @@ class CoqProofEnv(ToolEnv):
         reference = split_sentences(self.lemma.proof)
         accepted = self.session.accepted
         rest = reference[len(accepted) :] if reference[: len(accepted)] == accepted else reference
-        call = {"name": TOOL, "arguments": {"tactics": " ".join([*rest, "Qed."])}}
-        return f"<tool_call>{json.dumps(call)}</tool_call>"
+        return format_tool_call(TOOL, {"tactics": " ".join([*rest, "Qed."])})
 
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:
         """Default rubric of the env (components listed in the module docstring)."""

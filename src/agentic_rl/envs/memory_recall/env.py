@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -76,6 +75,7 @@ from agentic_rl.memory.tools import MEMORY_SIDE_EFFECTS, MemoryToolkit
 from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubric, extract_answer
 from agentic_rl.rewards.costs import token_cost
 from agentic_rl.rewards.risk import risk_functions
+from agentic_rl.tools.definition.parser import format_tool_call
 from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.types import Action, Message, Observation, RiskEvent, ToolResult, Trajectory
@@ -384,7 +384,7 @@ class MemoryRecallEnv(ToolEnv):
 
 
 def _call(name: str, arguments: dict[str, Any]) -> str:
-    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+    return format_tool_call(name, arguments)
 
 
 def _result_lines(results: Sequence[Any]) -> str:

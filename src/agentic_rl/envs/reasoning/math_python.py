@@ -66,6 +66,7 @@ from agentic_rl.envs.context import EnvContext
 from agentic_rl.envs.reasoning.reasoning_gym_env import Grade, ReasoningGymEnv
 from agentic_rl.rewards.math_answers import check_answer, extract_final_answer, single_number
 from agentic_rl.tools.definition.calculator import evaluate_arithmetic
+from agentic_rl.tools.definition.parser import format_tool_call
 
 __all__ = ["MathPythonEnv", "LEVELS", "DEFAULT_SETTINGS", "gsm_program"]
 
@@ -200,8 +201,5 @@ class MathPythonEnv(ReasoningGymEnv):
         if self.task is None or self.episode.done:
             return None
         if not self._called:
-            import json
-
-            call = {"name": "python", "arguments": {"code": self.oracle_program()}}
-            return f"<tool_call>{json.dumps(call)}</tool_call>"
+            return format_tool_call("python", {"code": self.oracle_program()})
         return f"<answer>{self.task.answer}</answer>"

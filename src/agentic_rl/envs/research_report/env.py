@@ -62,7 +62,6 @@ Known failure modes
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentic_rl.envs.context import EnvContext
@@ -85,6 +84,7 @@ from agentic_rl.rewards.components import final_info, tool_call_format
 from agentic_rl.rewards.costs import token_cost
 from agentic_rl.rewards.judge import JudgeBackend, JudgeCache, LLMJudge, OpenAIJudgeBackend
 from agentic_rl.rewards.risk import risk_events, risk_functions
+from agentic_rl.tools.definition.parser import format_tool_call
 from agentic_rl.tools.governance.executor import risk_event
 from agentic_rl.tools.governance.permissions import PermissionPolicy
 from agentic_rl.types import Action, Message, Observation, Trajectory
@@ -224,7 +224,7 @@ class ResearchReportEnv(SearchQAEnv):
             name, doc_id = self.task.path[self.episode.turn]
             search = {"name": "search", "arguments": {"query": name, "k": 3}}
             read = {"name": "open", "arguments": {"doc_id": doc_id}}
-            return f"<tool_call>{json.dumps(search)}</tool_call>\n<tool_call>{json.dumps(read)}</tool_call>"
+            return format_tool_call(**search) + "\n" + format_tool_call(**read)
         return "<report>\n" + "\n".join(reference_lines(self.world, self.task)) + "\n</report>"
 
     def judge(self) -> LLMJudge | None:

@@ -50,7 +50,6 @@ Known failure modes
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import string
@@ -72,6 +71,7 @@ from agentic_rl.rewards import RewardFunction, RewardGroup, RewardWeights, Rubri
 from agentic_rl.rewards.components import final_info, tool_call_format
 from agentic_rl.rewards.costs import token_cost
 from agentic_rl.rewards.risk import risk_events, risk_functions
+from agentic_rl.tools.definition.parser import format_tool_call
 from agentic_rl.tools.definition.tool import Tool
 from agentic_rl.tools.governance.executor import risk_event
 from agentic_rl.tools.governance.permissions import PermissionPolicy
@@ -335,7 +335,7 @@ class SearchQAEnv(ToolEnv):
             name, doc_id = self.question.path[self.episode.turn]
             search = {"name": "search", "arguments": {"query": name, "k": 3}}
             read = {"name": "open", "arguments": {"doc_id": doc_id}}
-            return f"<tool_call>{json.dumps(search)}</tool_call>\n<tool_call>{json.dumps(read)}</tool_call>"
+            return format_tool_call(**search) + "\n" + format_tool_call(**read)
         return f"<answer>{self.question.answer}</answer>"
 
     def rubric(self, weights: RewardWeights = RewardWeights()) -> Rubric:

@@ -10,13 +10,13 @@ the task's buggy file or not), not from the presence of the bug's lines, which a
 from __future__ import annotations
 
 import ast
-import json
 import shlex
 from typing import Any
 
 from agentic_rl.envs.swe_repo.catalogue import Bug
 from agentic_rl.envs.swe_repo.mutations import functions
 from agentic_rl.envs.swe_repo.tasks import buggy_files
+from agentic_rl.tools.definition.parser import format_tool_call
 
 __all__ = ["oracle_reply", "read_window_of"]
 
@@ -57,4 +57,4 @@ def oracle_reply(bug: Bug, turn: int, current: str, read_lines: int) -> str:
             {"name": "run_tests", "arguments": {"target": test}},
             {"name": "submit", "arguments": {}},
         ]
-    return "\n".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
+    return "\n".join(format_tool_call(**c) for c in calls)

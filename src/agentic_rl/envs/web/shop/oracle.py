@@ -19,7 +19,6 @@ other way through the shop, left to the agent).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 from agentic_rl.envs.web.shop.catalog import SHIPPING, ShopTask
 from agentic_rl.envs.web.shop.db import connect
 from agentic_rl.tools.browser.snapshot import PageSnapshot
+from agentic_rl.tools.definition.parser import format_tool_call
 
 __all__ = ["oracle_reply", "search_query", "DONE_REPLY"]
 
@@ -42,7 +42,7 @@ def search_query(task: ShopTask) -> str:
 
 
 def _call(name: str, **arguments: Any) -> str:
-    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+    return format_tool_call(name, arguments)
 
 
 def _ref(
