@@ -7,9 +7,7 @@ Token-level fields follow one convention everywhere (see docs/design.md, decisio
 holds one flat list of token ids, the exact ids the policy was fed and sampled, with a parallel
 ``loss_mask`` (1 = sampled by the policy, 0 = template, tool or environment text) and
 ``logprobs`` (log-probability of the token under the sampling policy for sampled tokens, 0.0
-elsewhere). Nothing downstream re-tokenizes decoded text.
-
-This module imports only the standard library.
+elsewhere). Nothing downstream re-tokenizes decoded text. Imports only the standard library.
 """
 
 from __future__ import annotations
@@ -24,12 +22,11 @@ from typing import Any
 def valid_text(text: str) -> str:
     """``text`` with every lone surrogate (U+D800–U+DFFF) replaced by U+FFFD, the replacement character.
 
-    A Python ``str`` may hold lone surrogates (from ``chr(0xd800)`` printed by a tool, or a
-    ``"\\ud800"`` escape in a model's JSON); they cannot be encoded as UTF-8, so a tokenizer,
-    the audit log or the trajectory store would raise on them. Every other code point is valid
-    text and is kept (NUL included); a surrogate pair held as two code points becomes the one
-    character it encodes. This is the one boundary function for text entering agentic-rl from
-    tools and from the model's tool calls (see :mod:`agentic_rl.tools.definition.parser` and
+    A Python ``str`` may hold lone surrogates (from ``chr(0xd800)`` printed by a tool, or a ``"\\ud800"`` escape
+    in a model's JSON); they cannot be encoded as UTF-8, so a tokenizer, the audit log or the trajectory store
+    would raise on them. Every other code point is valid text and is kept (NUL included); a surrogate pair held
+    as two code points becomes the one character it encodes. This is the one boundary function for text entering
+    agentic-rl from tools and from the model's tool calls (see :mod:`agentic_rl.tools.definition.parser` and
     :mod:`agentic_rl.tools.definition.tool`). Returns ``text`` itself when it is already valid. Never raises.
     """
     if text.isascii():
@@ -354,8 +351,8 @@ def request_seed(seed: int, stream: int, turn: int) -> int:
     """The sampling seed of turn ``turn`` of the episode with index ``stream`` in a round sampled
     with ``seed``: the first 8 bytes (little-endian) of BLAKE2b(``"{seed}:{stream}:{turn}"``), an
     int in [0, 2**64). The rollout engine gives it to the policy with each request
-    (``GenerationRequest.sample_seed``), so every request has a random stream of its own that
-    does not depend on which others share its batch. Never raises."""
+    (``GenerationRequest.sample_seed``), so every request has a random stream of its own that does
+    not depend on which others share its batch. Never raises."""
     digest = hashlib.blake2b(f"{seed}:{stream}:{turn}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
@@ -431,7 +428,7 @@ class Trajectory:
         stop_reason: why the episode ended.
         reward: total scored reward (None until scored).
         reward_components: named component values (unweighted) from the rubric.
-        info: free metadata of the env (task level, answer, ...).
+        info: free metadata of the env (its reset ``info``: task level, answer, ...; see ``level``).
         segment_starts: ascending token indices where segments start; the first is 0.
         failure: why the episode must be excluded from training (an env, tool, request or
             reward function error), None when it did not fail.
@@ -491,6 +488,11 @@ class Trajectory:
     def num_generated_tokens(self) -> int:
         """Total tokens sampled by the policy."""
         return sum(self.loss_mask)
+
+    @property
+    def level(self) -> str | None:
+        """The task's difficulty level as text (the env's reset ``info["level"]``), or None."""
+        return None if self.info.get("level") is None else str(self.info["level"])
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:

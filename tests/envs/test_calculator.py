@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -71,6 +72,17 @@ def test_only_direct_level():
         assert info["level"] == "direct"
         a, b = (int(x) for x in info["expression"].split(" * "))
         assert info["expected"] == a * b
+
+
+def test_reset_level_and_trajectory_level_name_the_task_level():
+    from agentic_rl.envs.registry import reset_level
+
+    for seed in range(3):
+        assert reset_level("calculator-v0", seed) == LEVELS[seed % 3]
+        # a trajectory keeps its env's reset info; Trajectory.level reads the level from it as text
+        assert _oracle_trajectory(seed, 4).level == LEVELS[seed % 3]
+    numbered = dataclasses.replace(_oracle_trajectory(0, 4), info={"level": 2})
+    assert numbered.level == "2" and dataclasses.replace(numbered, info={}).level is None
 
 
 def test_unknown_level_rejected():

@@ -391,6 +391,24 @@ def make(env_id: str, context: EnvContext | None = None, **kwargs: Any) -> Env:
     return env
 
 
+def reset_level(env_id: str, seed: int, **kwargs: Any) -> str | None:
+    """The difficulty level of task ``seed``: a fresh env's reset ``info["level"]`` as text, None
+    when the env gives none (the env is closed again). What
+    :attr:`~agentic_rl.types.Trajectory.level` reads from a rollout's trajectory. What the env's
+    ``reset`` raises propagates.
+
+    Raises:
+        UnknownEnvError: the id is not registered (as :func:`make`).
+        TypeError: a keyword the env's factory does not take (as :func:`make`).
+    """
+    env = make(env_id, **kwargs)
+    try:
+        level = env.reset(seed=seed)[1].get("level")
+    finally:
+        env.close()
+    return None if level is None else str(level)
+
+
 def get_spec(env_id: str) -> EnvSpec:
     """The spec of a registered id or of a family member.
 

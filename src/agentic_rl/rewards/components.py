@@ -1,11 +1,11 @@
 """Reward components shared by the built-in envs (each a rubric function ``fn(trajectory) -> float``).
 
 They read what every tool env's ``step`` reports (:mod:`agentic_rl.envs.tool_env` documents
-the contract): on a tool turn, ``info["tool_calls"]`` (results of the turn: accepted calls and
-parser errors) and ``info["tool_errors"]`` (those that failed); on the final turn of a
-terminated episode, ``info["correct"]`` (the graded answer is right) and
-``info["answer_format_ok"]`` (the reply had exactly one well-formed ``<answer>`` tag). A
-missing key counts as 0 / False, so a trajectory that never reached a final answer scores 0.
+the contract): the typed ``Turn.tool_results`` (one per accepted call and per parser error,
+``ok`` False for those that failed); on the final turn of a terminated episode,
+``info["correct"]`` (the graded answer is right) and ``info["answer_format_ok"]`` (the reply had
+exactly one well-formed ``<answer>`` tag). A missing key counts as False, so a trajectory that
+never reached a final answer scores 0.
 
 ==================  =========  =========================================================
 component           group      value
@@ -53,14 +53,13 @@ def answer_format(trajectory: Trajectory) -> float:
 
 def tool_call_format(trajectory: Trajectory) -> float:
     """Fraction of the episode's tool calls (accepted + rejected) that ran without error; 0 if none."""
-    total = sum(t.info.get("tool_calls", 0) for t in trajectory.turns)
-    errors = sum(t.info.get("tool_errors", 0) for t in trajectory.turns)
-    return (total - errors) / total if total else 0.0
+    results = [r for turn in trajectory.turns for r in turn.tool_results]
+    return sum(r.ok for r in results) / len(results) if results else 0.0
 
 
 def num_tool_calls(trajectory: Trajectory) -> float:
     """Number of tool calls in the episode (a cost)."""
-    return float(sum(t.info.get("tool_calls", 0) for t in trajectory.turns))
+    return float(sum(len(turn.tool_results) for turn in trajectory.turns))
 
 
 def generated_tokens(trajectory: Trajectory) -> float:

@@ -19,6 +19,7 @@ import torch
 
 from agentic_rl.config import TrainConfig, WarmupConfig
 from agentic_rl.envs import EnvContext, make
+from agentic_rl.envs.registry import reset_level
 from agentic_rl.errors import ConfigError
 from agentic_rl.policy.base import Policy
 from agentic_rl.policy.chat_template import AnyChatFormat as ChatFormat
@@ -333,7 +334,8 @@ def store(
 def make_task_pool(run: Run) -> TaskSource | None:
     """The run's task pool: a :class:`TaskPool`, None for ``task_sampling = "sequential"``, a
     mixture's :class:`~agentic_rl.trainer.sampling.mixture.MixturePool`; a candidate's level is read from a
-    fresh env's reset info (``info["level"]``); an env without levels is probed once."""
+    fresh env's reset info (:func:`~agentic_rl.envs.registry.reset_level`); an env without levels is
+    probed once."""
     cfg = run.config
     if cfg.env.mix:  # a mixture draws (env, seed) tasks: agentic_rl.trainer.sampling.mixture
         from agentic_rl.trainer.sampling.mixture import make_mixture_pool
@@ -347,13 +349,9 @@ def make_task_pool(run: Run) -> TaskSource | None:
     def level_of(seed: int) -> str:
         if not leveled[0]:
             return ""
-        env = make(cfg.env.id, **replay_kwargs(run))
-        try:
-            level = env.reset(seed=seed)[1].get("level")
-        finally:
-            env.close()
+        level = reset_level(cfg.env.id, seed, **replay_kwargs(run))
         leveled[0] = level is not None
-        return "" if level is None else str(level)
+        return level or ""
 
     ranks = run.ranks
     return TaskPool(

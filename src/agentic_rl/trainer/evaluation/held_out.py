@@ -51,8 +51,8 @@ def summarize(trajectories: Sequence[Trajectory], prefix: str) -> dict[str, floa
             ) / len(scored)
     by_level: dict[str, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
-        if "level" in t.info:
-            by_level[str(t.info["level"])].append(t)
+        if t.level is not None:
+            by_level[t.level].append(t)
     for level, items in sorted(by_level.items()):
         out[f"{prefix}/success/{level}"] = sum(is_success(t) and not t.failed for t in items) / len(
             items

@@ -75,9 +75,8 @@ def eval_outcomes(run_dir: Path, env_id: str | None = None) -> EvalOutcomes:
     where = {"phase": "eval"} if env_id is None else {"phase": "eval", "env_id": env_id}
     for record in TrajectoryStore(path, read_only=True).read(**where):
         t = trajectory_from_record(record)
-        level = t.info.get("level")
         outcomes.setdefault(str(record.get("tag")), {})[t.seed] = (
-            None if level is None else str(level),
+            t.level,
             is_success(t) and not t.failed,
         )
     return outcomes

@@ -391,7 +391,7 @@ def make_mixture_pool(run: Run) -> MixturePool:
     """The mixture pool of a :func:`~agentic_rl.trainer.run.setup` run: per-env task pools with
     the run's seed (one stream per rank under torchrun); a level is read from a fresh env's
     reset info, an env without levels is probed once."""
-    from agentic_rl.envs import make
+    from agentic_rl.envs.registry import reset_level
 
     cfg = run.config
     leveled: dict[str, bool] = {}
@@ -399,13 +399,9 @@ def make_mixture_pool(run: Run) -> MixturePool:
     def level_of(slot: EnvSlot, seed: int) -> str:
         if not leveled.get(slot.id, True):
             return ""
-        env = make(slot.id, **slot_replay_kwargs(run, slot))
-        try:
-            level = env.reset(seed=seed)[1].get("level")
-        finally:
-            env.close()
+        level = reset_level(slot.id, seed, **slot_replay_kwargs(run, slot))
         leveled[slot.id] = level is not None
-        return "" if level is None else str(level)
+        return level or ""
 
     norm = None
     if cfg.env.reward_norm == "std":

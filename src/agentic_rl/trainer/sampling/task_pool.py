@@ -146,7 +146,7 @@ class TaskPool:
     def update(
         self, trajectories: Sequence[Trajectory], is_success: Callable[[Trajectory], bool]
     ) -> None:
-        """Decay the counts, then add each rollout's success to its level (reset ``info["level"]``)."""
+        """Decay the counts, then add each rollout's success to its level (``Trajectory.level``)."""
         with self.lock:
             self._update(trajectories, is_success)
 
@@ -155,7 +155,7 @@ class TaskPool:
             c[0] *= self.decay
             c[1] *= self.decay
         for t in trajectories:
-            c = self.counts.setdefault(str(t.info.get("level", "")), [0.0, 0.0])
+            c = self.counts.setdefault(t.level or "", [0.0, 0.0])
             c[0] += float(is_success(t) and not t.failed)
             c[1] += 1.0
 
