@@ -87,6 +87,10 @@ def references(nodes: list[ast.AST], skip: set[int], aliases: dict[str, str]) ->
                 out.add(node.attr)
             elif isinstance(node, ast.alias):
                 out.update(node.name.split("."))
+            elif isinstance(node, ast.JoinedStr):  # f"{_PACKAGE}.module:attr": a path string
+                text = "".join(v.value if isinstance(v, ast.Constant) else "x" for v in node.values)
+                if _PATHLIKE.match(text):
+                    out.update(re.split(r"[.:]", text))
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 if id(node) in skip:
                     continue
@@ -206,6 +210,8 @@ def walk(extra_roots: set[str]) -> list[Node]:
     for node in nodes:  # registered by a decorator (@atexit.register, @register(...)): called
         if node.registered:  # by whoever holds the registry
             reached_refs.add(node.name)
+        if node.name.startswith("__") and node.name.endswith("__"):  # a module's __getattr__
+            reached_refs.add(node.name)  # or __dir__ (PEP 562): Python calls it
     changed = True
     while changed:
         changed = False
