@@ -20,6 +20,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from agentic_rl.cli.doctor import add_doctor_parser
 from agentic_rl.cli.envs_list import cmd_envs
 from agentic_rl.cli.evaluation import add_eval_arguments, cmd_eval
 from agentic_rl.cli.pipes import quiet_closed_stdout, stdout_closed
@@ -454,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_cmd_audit)
     add_subcommands(sub)  # replay, view, export, compare
     add_serve_parser(sub)  # serve-policy
+    add_doctor_parser(sub)  # doctor
     return parser
 
 
