@@ -34,7 +34,7 @@ def _free_gib(path: str) -> float:
 def pytest_report_header(config):
     """Free disk where the suite writes (its tmp_path scratch, the repository's virtualenvs).
 
-    A full run writes a few GB of checkpoints at a time (each passing test's ``tmp_path`` is
+    A full run holds up to about 2 GB of scratch at a time (each passing test's ``tmp_path`` is
     deleted when it ends); on a nearly full shared disk every test that writes fails at setup, so
     the header says how much room there was.
     """

@@ -77,3 +77,8 @@ def test_a_disk_under_the_floor_fails_its_check(tmp_path, monkeypatch):
     monkeypatch.setattr(doctor, "MIN_FREE_GIB", float("inf"))
     (disk,) = [c for c in doctor.run_checks(tmp_path) if c.name == "disk"]
     assert not disk.ok and "may not fit" in disk.detail
+
+
+def test_a_run_directory_not_made_yet_is_checked_on_its_disk(tmp_path):
+    (disk,) = [c for c in doctor.run_checks(tmp_path / "runs" / "new") if c.name == "disk"]
+    assert disk.ok and f"free at {tmp_path.resolve()}" in disk.detail, disk.detail

@@ -102,7 +102,10 @@ def _verifiers() -> tuple[bool, str]:
 
 def _disk(where: Path) -> Callable[[], tuple[bool, str]]:
     def check() -> tuple[bool, str]:
-        places = {str(where.resolve()), tempfile.gettempdir()}
+        folder = where.resolve()
+        while not folder.exists():  # a run directory not made yet: the disk it will be on
+            folder = folder.parent
+        places = {str(folder), tempfile.gettempdir()}
         free = {p: shutil.disk_usage(p).free / 2**30 for p in sorted(places)}
         text = ", ".join(f"{gib:.1f} GiB free at {p}" for p, gib in free.items())
         if min(free.values()) < MIN_FREE_GIB:
