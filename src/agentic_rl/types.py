@@ -351,8 +351,8 @@ def request_seed(seed: int, stream: int, turn: int) -> int:
     """The sampling seed of turn ``turn`` of the episode with index ``stream`` in a round sampled
     with ``seed``: the first 8 bytes (little-endian) of BLAKE2b(``"{seed}:{stream}:{turn}"``), an
     int in [0, 2**64). The rollout engine gives it to the policy with each request
-    (``GenerationRequest.sample_seed``), so every request has a random stream of its own that does
-    not depend on which others share its batch. Never raises."""
+    (``GenerationRequest.sample_seed``), so every request has a random stream of its own that
+    does not depend on which others share its batch. Never raises."""
     digest = hashlib.blake2b(f"{seed}:{stream}:{turn}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
 
