@@ -38,3 +38,23 @@ TWO_RL_STEPS = (
     "eval.base=false",
     "eval.size=1",
 )
+
+
+def tiny_rl_overrides(model_dir, output_dir, steps: int, *extra: str) -> list[str]:
+    """``--set`` overrides of a ``steps``-step RL run (no warm-up, 2 groups of 2, 16-token replies,
+    one held-out task) of the model in ``model_dir`` writing to ``output_dir``, then ``extra``."""
+    return [
+        f"model.path='{model_dir}'",
+        "model.num_threads=1",
+        f"algorithm.steps={steps}",
+        *SIMPLE_SAMPLING,
+        "algorithm.tasks_per_step=2",
+        "algorithm.group_size=2",
+        "warmup.enabled=false",
+        "eval.base=false",
+        "eval.size=1",
+        "tracking.tensorboard=false",
+        f"output_dir='{output_dir}'",
+        "rollout.max_new_tokens=16",
+        *extra,
+    ]

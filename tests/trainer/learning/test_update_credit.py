@@ -4,6 +4,7 @@ aggregation modes, KL as a reward penalty, and PPO's value head with GAE (hand-c
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -144,27 +145,7 @@ def test_critic_gae_from_a_zero_value_head(model, trajs):
     """V ≡ 0 at the start: with γ = λ = 1 every trained token's advantage is its return; b's reward 3
     sits on its last token, a's 1 on its last; b is truncated (bootstrap V_last = 0 here).
     Value loss = ½ · mean over the 16 tokens of R² = ½ (6·1 + 10·9) / 16 = 3."""
-    trajs = [
-        trajs[0],
-        Trajectory(
-            *[
-                getattr(trajs[1], f)
-                for f in (
-                    "env_id",
-                    "seed",
-                    "group_id",
-                    "trajectory_id",
-                    "messages",
-                    "turns",
-                    "token_ids",
-                    "loss_mask",
-                    "logprobs",
-                )
-            ],
-            StopReason.MAX_TURNS,
-            reward=3.0,
-        ),
-    ]
+    trajs = [trajs[0], dataclasses.replace(trajs[1], stop_reason=StopReason.MAX_TURNS, reward=3.0)]
     rewards = [[0.0] * 15 + [1.0], [0.0] * 17 + [3.0]]
     critic_model = ValueModel(hidden_size(model), lr=1e-2)
     critic = CriticSetup(

@@ -23,7 +23,7 @@ from agentic_rl.trainer.sampling.async_sampler import AsyncBackend, WeightsGate,
 from agentic_rl.trainer.sampling.backends import RolloutBackend
 from agentic_rl.trainer.sampling.task_pool import SampledBatch
 from agentic_rl.types import StopReason, Trajectory
-from tests.recipe_settings import SIMPLE_SAMPLING
+from tests.recipe_settings import SIMPLE_SAMPLING, tiny_rl_overrides
 
 CALL = (
     "<tool_call>"
@@ -249,21 +249,7 @@ def test_close_stops_a_producer_waiting_for_a_version():
 
 # ---- training runs -----------------------------------------------------------------------------
 def _tiny(tiny_model_dir, tmp_path, steps: int, *extra: str) -> list[str]:
-    return [
-        f"model.path='{tiny_model_dir}'",
-        "model.num_threads=1",
-        f"algorithm.steps={steps}",
-        *SIMPLE_SAMPLING,
-        "algorithm.tasks_per_step=2",
-        "algorithm.group_size=2",
-        "warmup.enabled=false",
-        "eval.base=false",
-        "eval.size=1",
-        "tracking.tensorboard=false",
-        f"output_dir='{tmp_path}'",
-        "rollout.max_new_tokens=16",
-        *extra,
-    ]
+    return tiny_rl_overrides(tiny_model_dir, tmp_path, steps, *extra)
 
 
 def _rl(run_dir):

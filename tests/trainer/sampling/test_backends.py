@@ -112,23 +112,9 @@ def test_local_backend_syncs_for_free_and_stamps_its_version(tmp_path):
 
 
 def _tiny(tiny_model_dir, tmp_path, steps: int) -> list[str]:
-    from tests.recipe_settings import SIMPLE_SAMPLING
+    from tests.recipe_settings import tiny_rl_overrides
 
-    return [
-        f"model.path='{tiny_model_dir}'",
-        "model.num_threads=1",
-        f"algorithm.steps={steps}",
-        *SIMPLE_SAMPLING,
-        "algorithm.tasks_per_step=2",
-        "algorithm.group_size=2",
-        "warmup.enabled=false",
-        "eval.base=false",
-        "eval.size=1",
-        "tracking.tensorboard=false",
-        f"output_dir='{tmp_path}'",
-        "rollout.max_new_tokens=16",
-        "rollout.backend='local'",
-    ]
+    return tiny_rl_overrides(tiny_model_dir, tmp_path, steps, "rollout.backend='local'")
 
 
 def test_training_through_the_local_backend_logs_sync_and_versions(
